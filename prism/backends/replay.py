@@ -1,0 +1,99 @@
+"""Replay backend: answers from a JSONL file instead of a model.
+
+Each line is ``{"question_id", "condition", "repetition"?, "response"}`` (repetition defaults to 0;
+``"error"`` instead of ``"response"`` scripts a failed request). It exists for exact scenario tests,
+for importing responses produced elsewhere, and for benchmarks of everything around inference. Its
+digest is the file's sha256, so two scripted models never share stored answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prism.backends.base import BackendError, Request
+from prism.types import Completion, ModelIdentity
+
+Key = tuple[str, str, int]
+
+
+def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
+    """Read and check a replay file.
+
+    Raises:
+        BackendError: If the file is missing, or a line is not a JSON object with the required fields
+            (naming the file and line), or a cell appears twice.
+    """
+    if not path.is_file():
+        raise BackendError(
+            f"replay file {str(path)!r} does not exist; pass an existing JSONL file as model.path=FILE."
+        )
+    table: dict[Key, dict[str, Any]] = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BackendError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line.") from exc
+            if not isinstance(record, dict):
+                raise BackendError(f"{where} must be a JSON object with question_id, condition and response.")
+            missing = [k for k in ("question_id", "condition") if k not in record]
+            if missing or ("response" not in record and "error" not in record):
+                missing += [] if ("response" in record or "error" in record) else ["response"]
+                raise BackendError(f"{where} lacks {', '.join(missing)}; each line needs question_id, "
+                                   "condition and response (repetition is optional, default 0).")
+            response = record.get("response")
+            if response is not None and not isinstance(response, str):
+                raise BackendError(f"{where}: response must be a string or null, not {type(response).__name__}.")
+            repetition = record.get("repetition", 0)
+            if not isinstance(repetition, int) or isinstance(repetition, bool) or repetition < 0:
+                raise BackendError(f"{where}: repetition must be a whole number >= 0, not {repetition!r}.")
+            key = (str(record["question_id"]), str(record["condition"]), repetition)
+            if key in table:
+                raise BackendError(f"{where} repeats the cell {key}; each (question, condition, repetition) once.")
+            table[key] = record
+    return table
+
+
+class ReplayBackend:
+    """A scripted model whose answers come from a JSONL file."""
+
+    concurrency = 1
+
+    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+        """Load the file named by ``model.path``; ``model.name`` is the reported model name."""
+        if not model_cfg.get("path"):
+            raise BackendError("the replay backend needs a file: model=replay model.path=FILE model.name=NAME.")
+        self._path = Path(str(model_cfg["path"])).expanduser()
+        self._table = read_replay_file(self._path)
+        self._digest = hashlib.sha256(self._path.read_bytes()).hexdigest()
+        self._name = str(model_cfg.get("name") or "replay")
+
+    def identity(self) -> ModelIdentity:
+        """Name from ``model.name``; digest = sha256 of the replay file."""
+        return ModelIdentity(self._name, "replay", self._digest, {"path": str(self._path)})
+
+    def generate(self, request: Request) -> Completion:
+        """Look the cell up; a cell the file lacks is an error naming it."""
+        key = (request.prompt.question_id, request.prompt.condition, request.repetition)
+        start = time.perf_counter()
+        record = self._table.get(key)
+        if record is None:
+            raise BackendError(
+                f"replay file {str(self._path)!r} has no response for question_id={key[0]!r}, "
+                f"condition={key[1]!r}, repetition={key[2]}; add that line or run fewer questions."
+            )
+        latency = time.perf_counter() - start
+        if record.get("response") is None:
+            return Completion(text=None, latency_s=latency, error=str(record.get("error") or "scripted failure"))
+        return Completion(text=str(record["response"]), latency_s=latency)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,122 @@
+"""Typed schemas for every Hydra config group, registered in Hydra's ConfigStore.
+
+``conf/config.yaml`` lists ``prism_schema`` first in its defaults, so each group's YAML is merged onto
+these dataclasses: a misspelled key or a value of the wrong type fails with Hydra's own error instead
+of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import II, MISSING
+
+
+@dataclass
+class ModelConfig:
+    """Which model answers and through which backend.
+
+    Backend-specific keys live here too (unused ones stay null) so one schema checks every model file.
+    """
+
+    name: str = MISSING
+    backend: str = MISSING
+    # llama.cpp: a GGUF file; when null, the weights shipped by ``package`` are used.
+    path: str | None = None
+    package: str | None = None
+    n_ctx: int = 2048
+    n_threads: int | None = None
+    # Remote backends (Ollama, OpenAI-compatible servers).
+    host: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 1
+    request_timeout_s: float = 120.0
+    retry_budget_s: float = 30.0
+    num_ctx: int | None = None
+
+
+@dataclass
+class DatasetConfig:
+    """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed)."""
+
+    name: str = MISSING
+    split: str = "test"
+    n: int = 100
+    sample_seed: int = II("seed")
+    data_dir: str | None = None
+    cache_dir: str = ".prism/frozen"
+
+
+@dataclass
+class ConditionSpec:
+    """One condition's template (see ``prism.conditions``)."""
+
+    name: str = MISSING
+    description: str = ""
+    template: str = MISSING
+
+
+@dataclass
+class ConditionsConfig:
+    """A versioned condition set."""
+
+    name: str = MISSING
+    template_version: str = MISSING
+    closing: str = MISSING
+    baseline: str = "P0"
+    conditions: list[ConditionSpec] = field(default_factory=list)
+
+
+@dataclass
+class GenerationConfig:
+    """Canonical generation parameters plus how many repetitions of each cell to ask for."""
+
+    name: str = MISSING
+    temperature: float = 0.0
+    max_tokens: int = 48
+    seed: int = II("seed")
+    top_p: float | None = None
+    top_k: int | None = None
+    repetitions: int = 1
+
+
+@dataclass
+class TrackingConfig:
+    """Where MLflow runs go: ``uri`` wins, else ``MLFLOW_TRACKING_URI``, else MLflow's default store."""
+
+    uri: str | None = None
+    experiment: str = "prism"
+
+
+@dataclass
+class StoreConfig:
+    """The content-addressed completion store that makes reruns free and interrupted runs resumable."""
+
+    enabled: bool = True
+    path: str = ".prism/store.sqlite"
+
+
+@dataclass
+class PrismConfig:
+    """The whole experiment. ``seed`` is the base of every seed not set explicitly."""
+
+    defaults: list[Any] = field(default_factory=list)
+    model: ModelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    conditions: ConditionsConfig = MISSING
+    generation: GenerationConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    store: StoreConfig = MISSING
+    seed: int = 0
+    # Where the run's responses.jsonl and reports go; the Hydra entry point sets it to the job's
+    # output directory.
+    output_dir: str | None = None
+
+
+def register_configs() -> None:
+    """Register the schema so ``conf/config.yaml`` can name it in its defaults list."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="prism_schema", node=PrismConfig)

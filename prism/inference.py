@@ -1,0 +1,174 @@
+"""Asking the model: raw records, the store lookup, and bounded-concurrency dispatch.
+
+Everything a completion turns into is written here, in arrival order, before any parsing: first the
+run's response log (fsynced), then the store. A fatal error mid-run lets the requests already in
+flight finish and be written before it propagates, so nothing already collected is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from prism.backends.base import Backend, Request
+from prism.store import CompletionStore, ResponseLog, store_key
+from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
+
+log = logging.getLogger(__name__)
+
+# What the store keeps of a completion: everything that came from the model, nothing about the run.
+COMPLETION_FIELDS = ("response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A request plus the context its raw record needs."""
+
+    request: Request
+    dataset: str
+    split: str
+    key: str
+
+
+def utc_now() -> str:
+    """The current UTC time in ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str) -> list[Cell]:
+    """Attach the store key (per-request values only, DESIGN.md) to every request."""
+    return [
+        Cell(
+            request=r,
+            dataset=dataset,
+            split=split,
+            key=store_key(identity.backend, identity.digest, r.prompt.sha256, r.params.canonical(), r.repetition),
+        )
+        for r in requests
+    ]
+
+
+def raw_record(cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None) -> dict[str, Any]:
+    """Build the raw response record of DESIGN.md from a cell and the completion's fields."""
+    prompt = cell.request.prompt
+    return {
+        "question_id": prompt.question_id,
+        "dataset": cell.dataset,
+        "split": cell.split,
+        "condition": prompt.condition,
+        "repetition": cell.request.repetition,
+        "prompt": prompt.text,
+        "prompt_sha256": prompt.sha256,
+        "response": completion.get("response"),
+        "model": identity.name,
+        "model_digest": identity.digest,
+        "backend": identity.backend,
+        "generation": cell.request.params.canonical(),
+        "backend_options": completion.get("backend_options") or {},
+        "latency_s": completion.get("latency_s"),
+        "prompt_tokens": completion.get("prompt_tokens"),
+        "completion_tokens": completion.get("completion_tokens"),
+        "timestamp": completion.get("timestamp") or utc_now(),
+        "template_version": prompt.template_version,
+        "protocol_version": PROTOCOL_VERSION,
+        "cached": cached,
+        "error": error,
+    }
+
+
+def completion_fields(completion: Completion) -> dict[str, Any]:
+    """The storable fields of a fresh completion, stamped with its arrival time."""
+    return {
+        "response": completion.text,
+        "latency_s": round(completion.latency_s, 6),
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "backend_options": dict(completion.backend_options),
+        "timestamp": utc_now(),
+    }
+
+
+def dispatch(
+    backend: Backend, cells: Sequence[Cell], concurrency: int
+) -> Iterator[tuple[Cell, Completion]]:
+    """Yield (cell, completion) as completions arrive, with at most ``concurrency`` in flight.
+
+    On a fatal error the requests already in flight are still awaited and yielded before the error is
+    re-raised, so their completions reach the log and the store.
+    """
+    if concurrency <= 1:
+        for cell in cells:
+            yield cell, backend.generate(cell.request)
+        return
+    pending = iter(cells)
+    in_flight: dict[Future[Completion], Cell] = {}
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="prism-request") as pool:
+
+        def submit_next() -> None:
+            cell = next(pending, None)
+            if cell is not None:
+                in_flight[pool.submit(backend.generate, cell.request)] = cell
+
+        for _ in range(concurrency):
+            submit_next()
+        while in_flight:
+            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                cell = in_flight.pop(future)
+                try:
+                    completion = future.result()
+                except BaseException as exc:  # fatal: stop submitting, drain what is in flight
+                    failure = failure or exc
+                    continue
+                yield cell, completion
+                if failure is None:
+                    submit_next()
+    if failure is not None:
+        raise failure
+
+
+def collect(
+    backend: Backend,
+    identity: ModelIdentity,
+    cells: Sequence[Cell],
+    response_log: ResponseLog,
+    store: CompletionStore | None,
+    run_id: str | None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Ask for every cell, writing each record to the log and the store the moment it arrives.
+
+    Args:
+        backend: The model to ask.
+        identity: The model's identity (for records and keys).
+        cells: Cells that are not in the store.
+        response_log: The run's ``responses.jsonl``.
+        store: The completion store, or None when disabled.
+        run_id: The MLflow run the completions belong to (kept in the store for resume tagging).
+        on_record: Called after each record is durable (progress bars).
+
+    Returns:
+        The raw records, in arrival order.
+    """
+    records: list[dict[str, Any]] = []
+    for cell, completion in dispatch(backend, cells, backend.concurrency):
+        fields = completion_fields(completion)
+        record = raw_record(cell, identity, fields, cached=False, error=completion.error)
+        if completion.error is not None:
+            record["response"] = None  # a failed request has no response, whatever the backend said
+        response_log.append(record)
+        if store is not None and completion.error is None:
+            store.put(
+                cell.key, backend=identity.backend, digest=identity.digest, prompt_sha256=cell.request.prompt.sha256,
+                generation=cell.request.params.canonical(), repetition=cell.request.repetition,
+                record={k: fields[k] for k in COMPLETION_FIELDS}, run_id=run_id, created_at=fields["timestamp"],
+            )
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return records

@@ -1,0 +1,253 @@
+"""``run(cfg)``: one PRISM experiment from a composed config to a finished MLflow run.
+
+questions -> conditions -> prompts -> backend -> store -> parse -> score -> metrics -> tracking.
+No Hydra import below the entry point: tests call :func:`run` on ``compose(overrides=[...])``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prism import __version__
+from prism.backends.base import Backend, Request, create_backend
+from prism.conditions import ConditionSet, condition_set_from_config, render_all
+from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
+from prism.parsing import PARSER_VERSION
+from prism.questions import FrozenSet, freeze_question_set
+from prism.scoring import SCORER_VERSION
+from prism.store import CompletionStore, ResponseLog
+from prism.summary import score_all, write_results
+from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json
+
+log = logging.getLogger(__name__)
+
+# Config keys that are not run parameters: templates go to prompts/ artifacts, paths are per-machine.
+_UNLOGGED_PARAMS = ("defaults", "output_dir", "conditions.conditions", "dataset.cache_dir")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run produced."""
+
+    run_id: str
+    tracking_uri: str
+    experiment_id: str
+    metrics: dict[str, float]
+    output_dir: Path
+    n_cached: int
+    n_fresh: int
+
+
+def repetition_seed(seed: int, repetition: int) -> int:
+    """Seed of one repetition: the run seed itself for repetition 0, else derived from both by hashing."""
+    if repetition == 0:
+        return seed
+    return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
+
+
+def build_requests(frozen: FrozenSet, condition_set: ConditionSet, generation: Mapping[str, Any]) -> list[Request]:
+    """Every (condition, question, repetition) cell, condition-major (see ``render_all``)."""
+    prompts = render_all(frozen.questions, condition_set)
+    requests = []
+    for repetition in range(int(generation["repetitions"])):
+        params = GenerationParams(
+            temperature=float(generation["temperature"]),
+            max_tokens=int(generation["max_tokens"]),
+            seed=repetition_seed(int(generation["seed"]), repetition),
+            top_p=generation.get("top_p"),
+            top_k=generation.get("top_k"),
+        )
+        requests += [Request(prompt=p, params=params, repetition=repetition) for p in prompts]
+    return requests
+
+
+def run_params(cfg: Mapping[str, Any], condition_set: ConditionSet) -> dict[str, str]:
+    """The flattened resolved config as MLflow params, plus every version that can change results."""
+    from prism.tracking import flatten
+
+    params = {
+        k: v for k, v in flatten(cfg).items() if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
+    }
+    params.update(
+        {
+            "conditions.names": ",".join(condition_set.names),
+            "conditions.template_version": condition_set.template_version,
+            "parser_version": PARSER_VERSION,
+            "scorer_version": SCORER_VERSION,
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
+    return params
+
+
+def default_output_dir() -> Path:
+    """``outputs/<date>/<time>`` under the launch directory, like Hydra's own layout."""
+    return Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
+
+
+def write_run_inputs(out: Path, cfg: Mapping[str, Any], frozen: FrozenSet, condition_set: ConditionSet) -> None:
+    """Write the resolved config, frozen questions and templates that the run's artifacts are made of."""
+    (out / "config").mkdir(parents=True, exist_ok=True)
+    hydra_dir = out / ".hydra"
+    if hydra_dir.is_dir():  # Hydra's own config.yaml, overrides.yaml and hydra.yaml
+        for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+            if (hydra_dir / name).is_file():
+                shutil.copy(hydra_dir / name, out / "config" / name)
+    (out / "config" / "resolved.yaml").write_text(yaml.safe_dump(dict(cfg), sort_keys=False), encoding="utf-8")
+    (out / "questions").mkdir(exist_ok=True)
+    shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
+    (out / "prompts").mkdir(exist_ok=True)
+    templates = {
+        "name": condition_set.name,
+        "template_version": condition_set.template_version,
+        "closing": condition_set.closing,
+        "baseline": condition_set.baseline,
+        "conditions": [{"name": c.name, "description": c.description, "template": c.template}
+                       for c in condition_set.conditions],
+    }
+    (out / "prompts" / f"{condition_set.name}.yaml").write_text(
+        yaml.safe_dump(templates, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
+
+
+def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: ModelIdentity,
+                  response_log: ResponseLog) -> tuple[list[dict[str, Any]], list[Cell]]:
+    """Split cells into stored ones (logged now with ``cached: true``) and ones still to ask for."""
+    if store is None:
+        return [], cells
+    reused, missing = [], []
+    for cell in cells:
+        stored = store.get(cell.key)
+        if stored is None:
+            missing.append(cell)
+            continue
+        record = raw_record(cell, identity, {k: stored.get(k) for k in COMPLETION_FIELDS}, cached=True, error=None)
+        response_log.append(record)
+        reused.append(record)
+    return reused, missing
+
+
+def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir: str | None = None) -> RunResult:
+    """Run one experiment and record it as one MLflow run.
+
+    Args:
+        cfg: The resolved config (``OmegaConf.to_container(cfg, resolve=True)``).
+        output_dir: Where the run's files go; defaults to ``cfg['output_dir']`` or ``outputs/<time>``.
+        sweep_dir: The multirun sweep directory when this run is one job of a sweep (tagged
+            ``prism.sweep`` so the MLflow UI selects a sweep's runs together).
+
+    Returns:
+        The finished run's id and metrics.
+
+    Raises:
+        PrismError: For any input, file or service that cannot be used; the MLflow run, if started,
+            is marked FAILED with what was collected so far.
+    """
+    from tqdm import tqdm
+
+    from prism.tracking import MlflowTracker, git_state, resolve_tracking_uri
+
+    out = Path(output_dir or cfg.get("output_dir") or default_output_dir())
+    out.mkdir(parents=True, exist_ok=True)
+    condition_set = condition_set_from_config(cfg["conditions"])
+    dataset_cfg, model_cfg, generation = cfg["dataset"], cfg["model"], cfg["generation"]
+    frozen = freeze_question_set(
+        dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
+        seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
+        cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
+    )
+    backend: Backend = create_backend(model_cfg)
+    identity = backend.identity()
+    cells = make_cells(build_requests(frozen, condition_set, generation), identity, frozen.dataset, frozen.split)
+    write_run_inputs(out, cfg, frozen, condition_set)
+
+    tracker = MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"])
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    config_sha = hashlib.sha256(canonical_json(run_params(cfg, condition_set)).encode()).hexdigest()
+    tags = {
+        "prism.kind": "run",
+        "prism.model_digest": identity.digest,
+        "prism.question_set_sha256": frozen.sha256,
+        "prism.dataset_version": frozen.dataset_version,
+        "prism.git_commit": commit,
+        "prism.git_dirty": str(dirty).lower(),
+        "prism.version": __version__,
+        "prism.config_sha256": config_sha,
+        "prism.output_dir": str(out.resolve()),
+        **{f"prism.model.{k}": v for k, v in identity.details.items()},
+    }
+    if sweep_dir:
+        tags["prism.sweep"] = sweep_dir
+    run_name = f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}"
+    run_id = tracker.start(run_name, tags)
+    store = CompletionStore(cfg["store"]["path"]) if cfg["store"]["enabled"] else None
+    response_log = ResponseLog(out / "responses" / "responses.jsonl")
+    records: list[dict[str, Any]] = []
+    try:
+        tracker.log_params(run_params(cfg, condition_set))
+        tracker.log_question_set([q.to_dict() for q in frozen.questions],
+                                 name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
+                                 source=str(frozen.path.resolve()))
+        reused, missing = _reuse_stored(cells, store, identity, response_log)
+        records += reused
+        missing_keys = {c.key for c in missing}
+        _tag_resumed(tracker, store, [c.key for c in cells if c.key not in missing_keys], run_id)
+        log.info("%d of %d cells from the store; asking %s for %d", len(reused), len(cells), identity.name,
+                 len(missing))
+        with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
+                  disable=not missing) as bar:
+            records += collect(backend, identity, missing, response_log, store, run_id, lambda _: bar.update())
+    except BaseException:
+        response_log.close()
+        _log_partial(tracker, out)
+        tracker.end("FAILED")
+        raise
+    finally:
+        backend.close()
+        if store is not None:
+            store.close()
+    response_log.close()
+    try:
+        scored = score_all(records, frozen, condition_set)
+        metrics = write_results(out, scored, frozen, condition_set, int(generation["repetitions"]))
+        tracker.log_metrics(metrics)
+        for sub in ("config", "questions", "prompts", "responses", "results"):
+            for path in sorted((out / sub).glob("*")):
+                tracker.log_artifact(path, sub)
+    except BaseException:
+        _log_partial(tracker, out)
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+    return RunResult(run_id, tracker.uri, tracker.experiment_id, metrics, out,
+                     n_cached=len(cells) - len(missing), n_fresh=len(missing))
+
+
+def _tag_resumed(tracker: Any, store: CompletionStore | None, reused_keys: list[str], run_id: str) -> None:
+    """Tag ``prism.resumed_from`` with the killed or failed runs whose stored cells this run reuses."""
+    if store is None or not reused_keys:
+        return
+    producers = {r for r in store.producers(reused_keys).values() if r and r != run_id}
+    unfinished = sorted(r for r, status in tracker.statuses(sorted(producers)).items()
+                        if status in ("RUNNING", "FAILED", "KILLED"))
+    if unfinished:
+        tracker.set_tags({"prism.resumed_from": ",".join(unfinished)})
+
+
+def _log_partial(tracker: Any, out: Path) -> None:
+    """Upload whatever the failed run collected; a failure here must not hide the original error."""
+    for sub in ("config", "questions", "prompts", "responses"):
+        for path in sorted((out / sub).glob("*")):
+            try:
+                tracker.log_artifact(path, sub)
+            except Exception as exc:  # the tracking store itself may be what failed
+                log.warning("could not upload %s to MLflow (%s); it is kept at %s", path.name, exc, path)

@@ -1,0 +1,143 @@
+"""MLflow, behind a small interface: the only module that writes to MLflow.
+
+``mlflow`` is imported when a tracker is created, never at ``import prism`` (it costs seconds).
+Names of params, tags, metrics and artifacts follow DESIGN.md section 3.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prism.errors import PrismError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "prism"
+# MLflow rejects param values longer than this; longer values are cut and marked.
+MAX_PARAM_LENGTH = 6000
+
+
+class TrackingError(PrismError, RuntimeError):
+    """The tracking store cannot be reached or written."""
+
+
+def resolve_tracking_uri(configured: str | None) -> str | None:
+    """``tracking.uri`` when set, else ``MLFLOW_TRACKING_URI``, else None (MLflow's default store)."""
+    if configured:
+        return configured
+    return os.environ.get("MLFLOW_TRACKING_URI") or None
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Flatten a nested config into ``a.b.c`` keys with string values, as MLflow params."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        elif isinstance(value, list | tuple):
+            flat[name] = ",".join(str(v) for v in value)
+        else:
+            flat[name] = "null" if value is None else str(value)
+    return flat
+
+
+def git_state(path: Path) -> tuple[str, bool]:
+    """Return (commit, dirty) of the git work tree holding ``path``, or ("unknown", False) outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", False
+    return commit, bool(status.strip())
+
+
+class MlflowTracker:
+    """One MLflow run at a time, in one experiment of one tracking store."""
+
+    def __init__(self, uri: str | None, experiment: str = DEFAULT_EXPERIMENT) -> None:
+        """Connect to the store and select (creating if needed) the experiment.
+
+        Raises:
+            TrackingError: If the store cannot be reached, with the URI and how to point elsewhere.
+        """
+        import mlflow
+
+        self._mlflow = mlflow
+        if uri:
+            mlflow.set_tracking_uri(uri)
+        self.uri = mlflow.get_tracking_uri()
+        try:
+            self.experiment_id = mlflow.set_experiment(experiment).experiment_id
+        except Exception as exc:  # MLflow raises many types for an unreachable or broken store
+            raise TrackingError(
+                f"cannot use the MLflow tracking store {self.uri!r} (experiment {experiment!r}): {exc}. "
+                "Check tracking.uri / MLFLOW_TRACKING_URI, or start the server it names."
+            ) from exc
+        self.run_id: str | None = None
+
+    def start(self, run_name: str, tags: Mapping[str, str]) -> str:
+        """Start a run and return its id."""
+        run = self._mlflow.start_run(run_name=run_name, tags=dict(tags))
+        self.run_id = run.info.run_id
+        return str(self.run_id)
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Log params in batches (MLflow takes at most 100 per call)."""
+        items = [(k, v if len(v) <= MAX_PARAM_LENGTH else v[: MAX_PARAM_LENGTH - 3] + "...") for k, v in params.items()]
+        for start in range(0, len(items), 100):
+            self._mlflow.log_params(dict(items[start : start + 100]))
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Set tags on the active run."""
+        self._mlflow.set_tags(dict(tags))
+
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Log metrics; NaN values (undefined, e.g. no recovered answer) are left out rather than faked."""
+        finite = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(float(v))}
+        skipped = sorted(set(metrics) - set(finite))
+        if skipped:
+            log.info("metrics undefined for this run (not logged): %s", ", ".join(skipped))
+        keys = list(finite)
+        for start in range(0, len(keys), 500):
+            self._mlflow.log_metrics({k: finite[k] for k in keys[start : start + 500]})
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """Upload one file under ``artifact_path``."""
+        self._mlflow.log_artifact(str(path), artifact_path)
+
+    def log_question_set(self, questions: Sequence[Mapping[str, Any]], name: str, digest: str, source: str) -> None:
+        """Record the frozen question set as the run's dataset input (MLflow's Datasets view)."""
+        import pandas as pd
+
+        frame = pd.DataFrame([{**q, "options": "\n".join(q["options"]), "labels": ",".join(q["labels"])}
+                              for q in questions])
+        dataset = self._mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+        self._mlflow.log_input(dataset, context="evaluation")
+
+    def end(self, status: str = "FINISHED") -> None:
+        """End the active run with ``FINISHED`` or ``FAILED``."""
+        self._mlflow.end_run(status=status)
+        self.run_id = None
+
+    def statuses(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """Return the MLflow status of each run id that exists in this store."""
+        client = self._mlflow.tracking.MlflowClient()
+        found: dict[str, str] = {}
+        for run_id in run_ids:
+            try:
+                found[run_id] = str(client.get_run(run_id).info.status)
+            except Exception:  # a run of another store, or deleted: not ours to resume from
+                continue
+        return found

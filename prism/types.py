@@ -1,0 +1,189 @@
+"""Frozen records that flow through PRISM (DESIGN.md section 3).
+
+Every stage takes and returns these plain values, so the pure core (conditions, parsing, scoring,
+metrics) can be tested without a model, a store or MLflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Bumped whenever the shape or meaning of a raw or scored record changes.
+PROTOCOL_VERSION = "1"
+
+
+def sha256_text(text: str) -> str:
+    """Return the hex sha256 of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize ``value`` the one way PRISM hashes it: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice question in the frozen order of its options.
+
+    Attributes:
+        question_id: The dataset's own id (SciQ has none: a hash of its text stands in).
+        question: The stem.
+        options: Option texts in frozen order.
+        labels: Canonical labels, ``A``.. in frozen order.
+        answer: Canonical label of the correct option.
+        dataset: Dataset name, e.g. ``arc_challenge``.
+        split: Split the question was drawn from.
+    """
+
+    question_id: str
+    question: str
+    options: tuple[str, ...]
+    labels: tuple[str, ...]
+    answer: str
+    dataset: str
+    split: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the canonical JSON-ready form (tuples become lists)."""
+        record = asdict(self)
+        record["options"] = list(self.options)
+        record["labels"] = list(self.labels)
+        return record
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Question:
+        """Build a question from :meth:`to_dict` output."""
+        return cls(
+            question_id=str(record["question_id"]),
+            question=str(record["question"]),
+            options=tuple(str(o) for o in record["options"]),
+            labels=tuple(str(label) for label in record["labels"]),
+            answer=str(record["answer"]),
+            dataset=str(record["dataset"]),
+            split=str(record["split"]),
+        )
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A question rendered under one condition: the exact text the model sees.
+
+    Attributes:
+        question_id: Id of the rendered question.
+        condition: Condition name, e.g. ``P2``.
+        text: The full prompt text sent as the single user message.
+        displayed_labels: Labels as shown to the model, in display order.
+        canonical_labels: For each displayed position, the canonical label of the option shown there,
+            so a displayed answer maps back to the canonical option.
+        displayed_options: Option texts in display order (the parser may match on them).
+        template_version: Version of the condition templates that produced the text.
+    """
+
+    question_id: str
+    condition: str
+    text: str
+    displayed_labels: tuple[str, ...]
+    canonical_labels: tuple[str, ...]
+    displayed_options: tuple[str, ...]
+    template_version: str
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the prompt text; part of the store key."""
+        return sha256_text(self.text)
+
+    def canonical_for(self, displayed: str) -> str:
+        """Map a displayed label (exactly as in ``displayed_labels``) to its canonical label."""
+        return self.canonical_labels[self.displayed_labels.index(displayed)]
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Canonical generation parameters (DESIGN.md): the only ones comparisons check.
+
+    Attributes:
+        temperature: Sampling temperature; 0 is greedy.
+        max_tokens: Maximum number of output tokens.
+        seed: Sampling seed sent to the backend, or None.
+        top_p: Nucleus sampling threshold, or None when unset.
+        top_k: Top-k sampling cut-off, or None when unset.
+    """
+
+    temperature: float
+    max_tokens: int
+    seed: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+    def canonical(self) -> dict[str, Any]:
+        """Return the canonical dict, with the same keys and types on every machine."""
+        return {
+            "temperature": float(self.temperature),
+            "max_tokens": int(self.max_tokens),
+            "seed": None if self.seed is None else int(self.seed),
+            "top_p": None if self.top_p is None else float(self.top_p),
+            "top_k": None if self.top_k is None else int(self.top_k),
+        }
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What answered: the name a user gave, the backend, and a digest that pins the weights.
+
+    Attributes:
+        name: Model name as configured (``smollm2``, ``llama3``...).
+        backend: Backend name (``llamacpp``, ``replay``, ``ollama``, ``openai``).
+        digest: Content digest of the weights or their stand-in (DESIGN.md "Model identity").
+        details: Extra facts worth logging (server version, file path...), never part of any key.
+    """
+
+    name: str
+    backend: str
+    digest: str
+    details: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a backend returned for one request.
+
+    A failed request (transport error, timeout, unreadable body) has ``error`` set and ``text`` None;
+    an empty completion is ``text == ""`` and is an observed response.
+
+    Attributes:
+        text: The completion text, or None when the request failed.
+        latency_s: Wall time of the request in seconds.
+        prompt_tokens: Prompt tokens as counted by the backend, when known.
+        completion_tokens: Completion tokens as counted by the backend, when known.
+        error: Why the request failed, or None.
+        backend_options: What the backend actually sent, in its own names.
+    """
+
+    text: str | None
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """The parser's reading of one response; it never sees the answer key.
+
+    Attributes:
+        displayed: The recovered label exactly as it appears in the displayed labels, or None.
+        recovered: Whether an answer was recovered.
+        compliant: Whether the response followed the output instruction (a bare label, nothing else).
+        method: The rule that decided (``exact``, ``bare``, ``leading``, ``statement``,
+            ``enumeration``, ``ambiguous``, ``option_text``, ``none``, ``empty``).
+    """
+
+    displayed: str | None
+    recovered: bool
+    compliant: bool
+    method: str
