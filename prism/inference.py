@@ -1,7 +1,7 @@
 """Asking the model: raw records, the store lookup, and bounded-concurrency dispatch.
 
 Everything a completion turns into is written here, in arrival order, before any parsing: first the
-run's response log (fsynced), then the store. A fatal error mid-run lets the requests already in
+store (committed), then the run's response log (fsynced). A fatal error mid-run lets the requests already in
 flight finish and be written before it propagates, so nothing already collected is lost.
 """
 
@@ -161,13 +161,15 @@ def collect(
         record = raw_record(cell, identity, fields, cached=False, error=completion.error)
         if completion.error is not None:
             record["response"] = None  # a failed request has no response, whatever the backend said
-        response_log.append(record)
+        # Store first, then log: a kill between the two leaves a stored completion that the next run
+        # reuses, never a logged one that the next run would ask for again.
         if store is not None and completion.error is None:
             store.put(
                 cell.key, backend=identity.backend, digest=identity.digest, prompt_sha256=cell.request.prompt.sha256,
                 generation=cell.request.params.canonical(), repetition=cell.request.repetition,
                 record={k: fields[k] for k in COMPLETION_FIELDS}, run_id=run_id, created_at=fields["timestamp"],
             )
+        response_log.append(record)
         records.append(record)
         if on_record is not None:
             on_record(record)

@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import subprocess
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,10 @@ class MlflowTracker:
 
         frame = pd.DataFrame([{**q, "options": "\n".join(q["options"]), "labels": ",".join(q["labels"])}
                               for q in questions])
-        dataset = self._mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+        with warnings.catch_warnings():
+            # MLflow warns that a local path "can be interpreted in multiple ways" and picks the right one.
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = self._mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
         self._mlflow.log_input(dataset, context="evaluation")
 
     def end(self, status: str = "FINISHED") -> None:

@@ -1,0 +1,61 @@
+"""Shared fixtures: where the local datasets live and a throwaway frozen-set cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """Local JSONL copies of the datasets in the Hub's schema: ``PRISM_DATA_DIR``, else ``../shared/data``."""
+    path = Path(os.environ.get("PRISM_DATA_DIR") or REPO_ROOT.parent / "shared" / "data")
+    if not (path / "arc_challenge").is_dir():
+        pytest.fail(f"no local datasets at {path}: set PRISM_DATA_DIR to a directory like ../shared/data")
+    return path
+
+
+@pytest.fixture
+def tmp_cache(tmp_path: Path) -> Path:
+    """An empty frozen-set cache directory private to one test."""
+    path = tmp_path / "frozen"
+    path.mkdir()
+    return path
+
+
+CONF_DIR = REPO_ROOT / "conf"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, data_dir: Path) -> Path:
+    """A private directory for a run's MLflow store, completion store, frozen cache and outputs."""
+    return tmp_path
+
+
+def run_overrides(workdir: Path, data_dir: Path) -> list[str]:
+    """Overrides that keep a test run's every file inside ``workdir``."""
+    return [
+        f"tracking.uri=sqlite:///{workdir}/mlflow.db",
+        f"store.path={workdir}/store.sqlite",
+        f"dataset.data_dir={data_dir}",
+        f"dataset.cache_dir={workdir}/frozen",
+    ]
+
+
+def compose_config(overrides: list[str]) -> dict:
+    """Compose ``conf/config.yaml`` exactly as ``python -m prism`` would, resolved to a plain dict."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from prism.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(container, dict)
+    return container
