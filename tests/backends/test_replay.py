@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from prism.backends.base import BackendError, Request, create_backend
+from prism.types import GenerationParams, Prompt
+
+PARAMS = GenerationParams(temperature=0.0, max_tokens=8)
+
+
+def request(qid: str, condition: str, repetition: int = 0) -> Request:
+    prompt = Prompt(qid, condition, "text", ("A", "B"), ("A", "B"), ("x", "y"), "1")
+    return Request(prompt, PARAMS, repetition)
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.jsonl", [
+        json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),
+        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A"}),
+        json.dumps({"question_id": "q2", "condition": "P0", "error": "timeout"}),
+    ])
+    backend = create_backend({"backend": "replay", "path": str(path), "name": "scripted"})
+    identity = backend.identity()
+    assert (identity.name, identity.backend) == ("scripted", "replay")
+    assert identity.digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert backend.generate(request("q1", "P0")).text == "B"
+    assert backend.generate(request("q1", "P0", 1)).text == "A"
+    failed = backend.generate(request("q2", "P0"))
+    assert failed.text is None and failed.error == "timeout"
+    with pytest.raises(BackendError, match="no response for question_id='q3'"):
+        backend.generate(request("q3", "P0"))
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["{not json"], r"r.jsonl:1 is not valid JSON"),
+        (['["a list"]'], r"r.jsonl:1 must be a JSON object"),
+        (['{"question_id": "q", "condition": "P0"}'], r"r.jsonl:1 lacks response"),
+        (['{"condition": "P0", "response": "A"}'], r"r.jsonl:1 lacks question_id"),
+        (['{"question_id": "q", "condition": "P0", "response": 3}'], r"response must be a string"),
+        (['{"question_id": "q", "condition": "P0", "response": "A", "repetition": -1}'], r"repetition must be"),
+        (['{"question_id": "q", "condition": "P0", "response": "A"}'] * 2, r"r.jsonl:2 repeats the cell"),
+    ],
+)
+def test_malformed_replay_files_name_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
+    path = write(tmp_path / "r.jsonl", lines)
+    with pytest.raises(BackendError, match=message):
+        create_backend({"backend": "replay", "path": str(path), "name": "x"})
+
+
+def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="does not exist"):
+        create_backend({"backend": "replay", "path": str(tmp_path / "nope.jsonl"), "name": "x"})
+    with pytest.raises(BackendError, match="known backends: llamacpp, ollama, openai, replay"):
+        create_backend({"backend": "vllm-magic"})

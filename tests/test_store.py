@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from prism.store import CompletionStore, ResponseLog, StoreError, read_jsonl, store_key
+
+GEN = {"temperature": 0.0, "max_tokens": 48, "seed": 0, "top_p": None, "top_k": None}
+
+
+def put(store: CompletionStore, key: str, response: str = "B") -> None:
+    store.put(key, backend="llamacpp", digest="d", prompt_sha256="p", generation=GEN, repetition=0,
+              record={"response": response}, run_id="run1", created_at="2026-01-01T00:00:00Z")
+
+
+def test_key_depends_on_every_per_request_value_and_nothing_else() -> None:
+    base = store_key("llamacpp", "d", "p", GEN, 0)
+    assert base == store_key("llamacpp", "d", "p", dict(reversed(list(GEN.items()))), 0)  # order-free
+    variants = [
+        store_key("ollama", "d", "p", GEN, 0),
+        store_key("llamacpp", "e", "p", GEN, 0),
+        store_key("llamacpp", "d", "q", GEN, 0),
+        store_key("llamacpp", "d", "p", {**GEN, "temperature": 0.7}, 0),
+        store_key("llamacpp", "d", "p", GEN, 1),
+    ]
+    assert len({base, *variants}) == 6
+
+
+def test_put_get_roundtrip_and_first_answer_wins(tmp_path: Path) -> None:
+    store = CompletionStore(tmp_path / "s.sqlite")
+    put(store, "k1", "B")
+    put(store, "k1", "C")  # a second writer of the same cell never overwrites evidence
+    assert store.get("k1") == {"response": "B"}
+    assert store.get("missing") is None
+    assert store.producers(["k1", "missing"]) == {"k1": "run1"}
+    store.close()
+    assert CompletionStore(tmp_path / "s.sqlite").get("k1") == {"response": "B"}
+
+
+def test_tampered_record_is_detected_by_its_checksum(tmp_path: Path) -> None:
+    store = CompletionStore(tmp_path / "s.sqlite")
+    put(store, "k1")
+    store.close()
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    db.execute("UPDATE completions SET record = ? WHERE key = 'k1'", (json.dumps({"response": "D"}),))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="does not match its checksum"):
+        CompletionStore(tmp_path / "s.sqlite").get("k1")
+
+
+def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "s.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot be opened"):
+        CompletionStore(bad)
+
+
+def test_response_log_appends_and_reader_skips_a_torn_last_line(tmp_path: Path) -> None:
+    log = ResponseLog(tmp_path / "r" / "responses.jsonl")
+    log.append({"a": 1})
+    log.append({"a": 2})
+    log.close()
+    with (tmp_path / "r" / "responses.jsonl").open("a") as handle:
+        handle.write('{"a": 3, "resp')  # a kill in the middle of a write
+    assert [r["a"] for r in read_jsonl(tmp_path / "r" / "responses.jsonl")] == [1, 2]
+
+
+def test_reader_names_file_and_line_of_a_corrupt_record(tmp_path: Path) -> None:
+    path = tmp_path / "responses.jsonl"
+    path.write_text('{"a": 1}\nnot json\n{"a": 2}\n')
+    with pytest.raises(StoreError, match=r"responses.jsonl:2"):
+        list(read_jsonl(path))
