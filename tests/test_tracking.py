@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prism.tracking import MlflowTracker, TrackingError, flatten, git_state, resolve_tracking_uri
+
+
+def test_tracking_uri_precedence(monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://env:5000")
+    assert resolve_tracking_uri("sqlite:///cfg.db") == "sqlite:///cfg.db"
+    assert resolve_tracking_uri(None) == "http://env:5000"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert resolve_tracking_uri(None) is None  # MLflow's own default store
+
+
+def test_flatten_gives_dotted_string_params() -> None:
+    assert flatten({"model": {"name": "smollm2", "path": None}, "seed": 0, "tags": ["a", "b"]}) == {
+        "model.name": "smollm2", "model.path": "null", "seed": "0", "tags": "a,b"}
+
+
+def test_git_state_of_this_checkout_and_outside_git(tmp_path: Path) -> None:
+    commit, _ = git_state(Path(__file__).parent)
+    assert len(commit) == 40
+    assert git_state(tmp_path) == ("unknown", False)
+
+
+def test_unreachable_tracking_server_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    with pytest.raises(TrackingError, match="cannot use the MLflow tracking store 'http://127.0.0.1:9'"):
+        MlflowTracker("http://127.0.0.1:9", "prism")
+
+
+def test_nan_metrics_are_left_out_not_faked(tmp_path: Path) -> None:
+    import mlflow
+
+    tracker = MlflowTracker(f"sqlite:///{tmp_path}/m.db", "prism")
+    run_id = tracker.start("t", {"prism.kind": "run"})
+    tracker.log_metrics({"accuracy": 0.5, "conditional_accuracy": float("nan")})
+    tracker.end()
+    metrics = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/m.db").get_run(run_id).data.metrics
+    assert metrics == {"accuracy": 0.5}
