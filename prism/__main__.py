@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from prism.config import register_configs
@@ -27,9 +29,8 @@ def main(cfg: DictConfig) -> None:
     from prism.summary import format_summary
 
     hydra_cfg = HydraConfig.get()
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(container, dict)
-    sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode.name == "MULTIRUN" else None
+    container: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
+    sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode is RunMode.MULTIRUN else None
     try:
         result = run(container, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
     except PrismError as exc:

@@ -52,7 +52,9 @@ def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: st
     ]
 
 
-def raw_record(cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None) -> dict[str, Any]:
+def raw_record(
+    cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None
+) -> dict[str, Any]:
     """Build the raw response record of DESIGN.md from a cell and the completion's fields."""
     prompt = cell.request.prompt
     return {

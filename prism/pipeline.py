@@ -205,7 +205,7 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
                  len(missing))
         with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
                   disable=not missing) as bar:
-            records += collect(backend, identity, missing, response_log, store, run_id, lambda _: bar.update())
+            records += collect(backend, identity, missing, response_log, store, run_id, lambda _: _advance(bar))
     except BaseException:
         response_log.close()
         _log_partial(tracker, out)
@@ -230,6 +230,10 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
     tracker.end("FINISHED")
     return RunResult(run_id, tracker.uri, tracker.experiment_id, metrics, out,
                      n_cached=len(cells) - len(missing), n_fresh=len(missing))
+
+
+def _advance(bar: Any) -> None:
+    bar.update()
 
 
 def _tag_resumed(tracker: Any, store: CompletionStore | None, reused_keys: list[str], run_id: str) -> None:

@@ -22,7 +22,9 @@ from prism.scoring import score_record
 from prism.types import Prompt
 
 
-def score_all(records: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet) -> list[dict[str, Any]]:
+def score_all(
+    records: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet
+) -> list[dict[str, Any]]:
     """Parse and score every raw record, in (condition, question, repetition) order.
 
     Args:

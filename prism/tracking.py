@@ -75,7 +75,7 @@ class MlflowTracker:
         """
         import mlflow
 
-        self._mlflow = mlflow
+        self._mlflow: Any = mlflow
         if uri:
             mlflow.set_tracking_uri(uri)
         self.uri = mlflow.get_tracking_uri()

@@ -18,7 +18,7 @@ def load_prism() -> dict:
     return yaml.safe_load(CONF.read_text(encoding="utf-8"))
 
 
-def question(stem: str = "Which gas do plants absorb?", options=("oxygen", "carbon dioxide", "helium", "neon")) -> Question:
+def question(stem: str = "Which gas do plants absorb?", options=("oxygen", "carbon dioxide", "helium", "neon")):
     return Question("q1", stem, tuple(options), ("A", "B", "C", "D"), "B", "arc_challenge", "test")
 
 

@@ -29,7 +29,7 @@ def test_git_state_of_this_checkout_and_outside_git(tmp_path: Path) -> None:
 def test_unreachable_tracking_server_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
-    with pytest.raises(TrackingError, match="cannot use the MLflow tracking store 'http://127.0.0.1:9'"):
+    with pytest.raises(TrackingError, match=r"cannot use the MLflow tracking store 'http://127\.0\.0\.1:9'"):
         MlflowTracker("http://127.0.0.1:9", "prism")
 
 

@@ -1,0 +1,1 @@
+"""Model backends, found by name and imported lazily (see ``prism.backends.base``)."""

@@ -66,9 +66,15 @@ def find_packaged_gguf(package: str) -> Path:
             f"{package.replace('_', '-')}) or point at a GGUF file with model.path=FILE."
         )
     found = sorted(p for root in spec.submodule_search_locations for p in Path(root).rglob("*.gguf"))
-    if not found:
-        raise BackendError(f"package {package!r} contains no .gguf file; pass model.path=FILE instead.")
-    return found[0]
+    if found:
+        return found[0]
+    # Some packages ship the GGUF in chunks (PyPI's file size limit) and join them with ``assemble()``,
+    # which verifies the result's sha256 and caches it; only then is the package's code run.
+    module = importlib.import_module(package)
+    assemble = getattr(module, "assemble", None)
+    if callable(assemble):
+        return Path(assemble())
+    raise BackendError(f"package {package!r} contains no .gguf file; pass model.path=FILE instead.")
 
 
 def check_gguf(path: Path) -> Path:
