@@ -34,7 +34,9 @@ def main(cfg: DictConfig) -> None:
     try:
         result = run(container, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
     except PrismError as exc:
-        log.error("%s", exc)
+        # One paragraph on stderr, no traceback: these are inputs or services the person can fix.
+        log.debug("run failed", exc_info=True)
+        print(f"prism: error: {exc}", file=sys.stderr)
         sys.exit(1)
     names = [c["name"] for c in container["conditions"]["conditions"]]
     print(format_summary(result.metrics, names))

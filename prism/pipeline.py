@@ -160,17 +160,21 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
     out.mkdir(parents=True, exist_ok=True)
     condition_set = condition_set_from_config(cfg["conditions"])
     dataset_cfg, model_cfg, generation = cfg["dataset"], cfg["model"], cfg["generation"]
-    frozen = freeze_question_set(
-        dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
-        seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
-        cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
-    )
+    # The backend first: a wrong model path or name is reported before any data is loaded.
     backend: Backend = create_backend(model_cfg)
-    identity = backend.identity()
-    cells = make_cells(build_requests(frozen, condition_set, generation), identity, frozen.dataset, frozen.split)
-    write_run_inputs(out, cfg, frozen, condition_set)
-
-    tracker = MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"])
+    try:
+        frozen = freeze_question_set(
+            dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
+            seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
+            cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
+        )
+        identity = backend.identity()
+        cells = make_cells(build_requests(frozen, condition_set, generation), identity, frozen.dataset, frozen.split)
+        write_run_inputs(out, cfg, frozen, condition_set)
+        tracker = MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"])
+    except BaseException:
+        backend.close()  # nothing was asked yet; release the model or connections before reporting
+        raise
     commit, dirty = git_state(Path(__file__).resolve().parent)
     config_sha = hashlib.sha256(canonical_json(run_params(cfg, condition_set)).encode()).hexdigest()
     tags = {
@@ -194,6 +198,7 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
     records: list[dict[str, Any]] = []
     try:
         tracker.log_params(run_params(cfg, condition_set))
+        _warn_on_digest_change(tracker, identity, run_id)
         tracker.log_question_set([q.to_dict() for q in frozen.questions],
                                  name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
                                  source=str(frozen.path.resolve()))
@@ -255,3 +260,32 @@ def _log_partial(tracker: Any, out: Path) -> None:
                 tracker.log_artifact(path, sub)
             except Exception as exc:  # the tracking store itself may be what failed
                 log.warning("could not upload %s to MLflow (%s); it is kept at %s", path.name, exc, path)
+
+
+def _warn_on_digest_change(tracker: Any, identity: ModelIdentity, run_id: str) -> None:
+    """Warn loudly when earlier runs of this model name and backend recorded other weights.
+
+    A tag such as Ollama's ``llama3`` can be re-pulled onto new weights between a run and its resume or
+    reproduction. Completions of two digests never mix in one run (the store key includes the digest, so
+    nothing stored under the old one is reused); this says so, names both digests, and tags the run
+    ``prism.model_digest_changed_from``. A tracking store that cannot be searched skips the check.
+    """
+    try:
+        earlier = tracker.earlier_digests({"model.name": identity.name, "model.backend": identity.backend},
+                                          exclude_run_id=run_id)
+    except Exception as exc:  # a warning must never be what fails a run
+        log.warning("could not compare the model digest with earlier runs (%s)", exc)
+        return
+    others = {digest: runs for digest, runs in earlier.items() if digest != identity.digest}
+    if not others:
+        return
+    before = "; ".join(f"{digest} (runs {', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})"
+                       for digest, runs in others.items())
+    log.warning(
+        "MODEL DIGEST CHANGED: %s (%s) now answers with digest %s, but earlier runs in this experiment "
+        "recorded %s. The name points at different weights than before. Completions are never mixed: this "
+        "run reuses nothing stored under the earlier digest and its results may differ from those runs. To "
+        "reproduce them, serve the weights with the earlier digest.",
+        identity.name, identity.backend, identity.digest, before,
+    )
+    tracker.set_tags({"prism.model_digest_changed_from": ",".join(others)})
