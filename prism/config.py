@@ -33,7 +33,11 @@ class ModelConfig:
     api_key_env: str | None = None
     concurrency: int = 1
     request_timeout_s: float = 120.0
+    # Transient failures (refused or dropped connection, timeout, busy server) are retried with
+    # exponential backoff and full jitter for at most retry_budget_s after the first failure.
     retry_budget_s: float = 30.0
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 8.0
     num_ctx: int | None = None
 
 
@@ -75,7 +79,7 @@ class GenerationConfig:
 
     name: str = MISSING
     temperature: float = 0.0
-    max_tokens: int = 48
+    max_tokens: int = 64
     seed: int = II("seed")
     top_p: float | None = None
     top_k: int | None = None
@@ -115,8 +119,57 @@ class PrismConfig:
     output_dir: str | None = None
 
 
+# ---------------------------------------------------------------------------------------------------
+# ``python -m prism.compare`` (conf/compare.yaml): which runs to compare and how.
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CompareFilters:
+    """Which finished runs a comparison considers when no run ids are given.
+
+    Nested under ``filters`` because ``dataset`` and ``conditions`` at the top level would be read by
+    Hydra as the main app's config groups of those names.
+    """
+
+    # dataset.name of the runs.
+    dataset: str | None = None
+    # model.name of the runs; each listed model must be found.
+    models: list[str] = field(default_factory=list)
+    # conditions.name (the condition set) of the runs.
+    conditions: str | None = None
+    # The multirun sweep directory the runs were tagged with (prism.sweep).
+    sweep: str | None = None
+
+
+@dataclass
+class CompareConfig:
+    """A comparison of finished runs read from MLflow (see ``prism.compare``).
+
+    With ``runs`` empty, the latest FINISHED run of kind ``run`` per model for the newest question set
+    is compared, among the runs that pass ``filters``.
+    """
+
+    defaults: list[Any] = field(default_factory=list)
+    tracking: TrackingConfig = MISSING
+    # Explicit MLflow run ids; when given, the filters must be left unset.
+    runs: list[str] = field(default_factory=list)
+    filters: CompareFilters = field(default_factory=CompareFilters)
+    # The condition every other condition of a model is compared with.
+    baseline: str = "P0"
+    # Bootstrap resamples (B) and seed of every interval.
+    bootstrap: int = 2000
+    seed: int = 0
+    # Compare runs whose question set, template version, parser version or generation parameters
+    # differ; the comparison run records that it was used.
+    allow_mismatch: bool = False
+    # Where tables and plots are written before upload; null: Hydra's output directory of the job.
+    output_dir: str | None = None
+
+
 def register_configs() -> None:
-    """Register the schema so ``conf/config.yaml`` can name it in its defaults list."""
+    """Register the schemas so ``conf/config.yaml`` and ``conf/compare.yaml`` can name them in their defaults."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="prism_schema", node=PrismConfig)
+    ConfigStore.instance().store(name="compare_schema", node=CompareConfig)
