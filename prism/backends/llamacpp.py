@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from prism.backends.base import BackendError, Request
 from prism.types import Completion, ModelIdentity
 
 GGUF_MAGIC = b"GGUF"
+log = logging.getLogger(__name__)
 
 
 def digest_cache_path() -> Path:
@@ -150,12 +152,22 @@ class LlamaCppBackend:
         if self._llm is None:
             from llama_cpp import Llama  # imported here: a rerun served from the store never needs it
 
+            chat_format = self._cfg.get("chat_format")
             self._llm = Llama(
                 model_path=str(self._path),
                 n_ctx=int(self._cfg.get("n_ctx") or 2048),
                 n_threads=self._cfg.get("n_threads") or os.cpu_count() or 1,
+                chat_format=chat_format,
                 verbose=False,
             )
+            if not chat_format and not self._llm.metadata.get("tokenizer.chat_template"):
+                # llama-cpp-python then silently falls back to the llama-2 format, which the model was
+                # never trained on: its answers would measure the template, not the model.
+                log.warning(
+                    "%s has no chat template and model.chat_format is not set; llama.cpp falls back to %r. "
+                    "Set model.chat_format to the model's format (e.g. gemma, chatml).",
+                    self._path.name, self._llm.chat_format,
+                )
         return self._llm
 
     def generate(self, request: Request) -> Completion:
