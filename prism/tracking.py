@@ -11,11 +11,17 @@ import math
 import os
 import subprocess
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
+
+try:  # POSIX only; elsewhere parallel jobs on one new SQLite store are not serialized
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +70,32 @@ def git_state(path: Path) -> tuple[str, bool]:
     return commit, bool(status.strip())
 
 
+@contextmanager
+def _sqlite_first_use_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive file lock beside a SQLite tracking store while this process first opens it.
+
+    MLflow creates and migrates a new SQLite store's tables when a process first opens it, without any
+    lock of its own: two parallel sweep jobs that start on a new ``mlflow.db`` both migrate and one fails
+    ("duplicate column name"). The lock makes the second wait and then find the tables made. Other stores
+    (a tracking server, PostgreSQL) serialize this themselves and are not locked.
+    """
+    if not uri.startswith("sqlite:///") or fcntl is None:
+        yield
+        return
+    database = Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+    if str(database) in ("", ":memory:"):
+        yield
+        return
+    database.parent.mkdir(parents=True, exist_ok=True)
+    # "<db>-init.lock" sits next to SQLite's own "<db>-wal" and "<db>-shm" (git-ignored alike).
+    with open(f"{database}-init.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 class MlflowTracker:
     """One MLflow run at a time, in one experiment of one tracking store."""
 
@@ -80,7 +112,8 @@ class MlflowTracker:
             mlflow.set_tracking_uri(uri)
         self.uri = mlflow.get_tracking_uri()
         try:
-            self.experiment_id = mlflow.set_experiment(experiment).experiment_id
+            with _sqlite_first_use_lock(self.uri):
+                self.experiment_id = mlflow.set_experiment(experiment).experiment_id
         except Exception as exc:  # MLflow raises many types for an unreachable or broken store
             raise TrackingError(
                 f"cannot use the MLflow tracking store {self.uri!r} (experiment {experiment!r}): {exc}. "
@@ -135,6 +168,16 @@ class MlflowTracker:
         self._mlflow.end_run(status=status)
         self.run_id = None
 
+    def log_artifact_to(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        """Attach a file to a run that has already ended (a reproduction's diff, for instance)."""
+        self._mlflow.tracking.MlflowClient(self.uri).log_artifact(run_id, str(path), artifact_path)
+
+    def set_tags_on(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Set tags on a run that has already ended."""
+        client = self._mlflow.tracking.MlflowClient(self.uri)
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+
     def statuses(self, run_ids: Sequence[str]) -> dict[str, str]:
         """Return the MLflow status of each run id that exists in this store."""
         client = self._mlflow.tracking.MlflowClient()
@@ -144,4 +187,27 @@ class MlflowTracker:
                 found[run_id] = str(client.get_run(run_id).info.status)
             except Exception:  # a run of another store, or deleted: not ours to resume from
                 continue
+        return found
+
+    def earlier_digests(self, params: Mapping[str, str], exclude_run_id: str | None = None) -> dict[str, list[str]]:
+        """Map each ``prism.model_digest`` recorded by runs of this experiment whose params match to their ids.
+
+        Args:
+            params: Param values the runs must have, e.g. ``{"model.name": "llama3", "model.backend": "ollama"}``.
+            exclude_run_id: A run to leave out (the active one).
+
+        Returns:
+            Digest -> run ids, newest run first; empty when a value cannot be expressed in MLflow's filter
+            syntax (a quote in it), since a wrong answer here is worse than none.
+        """
+        if not params or any("'" in k or "`" in k or "'" in v for k, v in params.items()):
+            return {}
+        query = " and ".join(f"params.`{k}` = '{v}'" for k, v in params.items())
+        client = self._mlflow.tracking.MlflowClient()
+        found: dict[str, list[str]] = {}
+        for run in client.search_runs([self.experiment_id], filter_string=query, max_results=1000,
+                                      order_by=["attributes.start_time DESC"]):
+            digest = run.data.tags.get("prism.model_digest")
+            if digest and run.info.run_id != exclude_run_id:
+                found.setdefault(str(digest), []).append(str(run.info.run_id))
         return found

@@ -42,3 +42,19 @@ def test_nan_metrics_are_left_out_not_faked(tmp_path: Path) -> None:
     tracker.end()
     metrics = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/m.db").get_run(run_id).data.metrics
     assert metrics == {"accuracy": 0.5}
+
+
+def test_earlier_digests_finds_runs_by_params_in_this_experiment_only(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/m.db"
+    ids = {}
+    for name, experiment, digest in (("a", "prism", "d1"), ("b", "prism", "d2"), ("c", "other", "d3"),
+                                     ("d", "prism", "d4")):
+        tracker = MlflowTracker(uri, experiment)
+        ids[name] = tracker.start(name, {"prism.model_digest": digest})
+        tracker.log_params({"model.name": "llama3" if name != "d" else "mistral", "model.backend": "ollama"})
+        tracker.end()
+    tracker = MlflowTracker(uri, "prism")
+    wanted = {"model.name": "llama3", "model.backend": "ollama"}
+    assert tracker.earlier_digests(wanted) == {"d1": [ids["a"]], "d2": [ids["b"]]}
+    assert tracker.earlier_digests(wanted, exclude_run_id=ids["b"]) == {"d1": [ids["a"]]}
+    assert tracker.earlier_digests({"model.name": "it's"}) == {}  # not expressible: no answer, not a wrong one

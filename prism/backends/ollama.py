@@ -1,0 +1,427 @@
+"""Ollama backend: chat completions from an Ollama server through the official ``ollama`` client.
+
+The server is ``model.host``, else ``OLLAMA_HOST``, else ``http://localhost:11434``; the address is
+checked before anything is sent. Identity is the digest the server lists for the tag (``/api/tags``),
+read before the first request: a tag such as ``llama3`` can point at other weights tomorrow, its digest
+cannot. Each request is one non-streamed ``/api/chat`` call with the prompt as the single user message.
+A refused or dropped connection, a timeout or a busy server is retried by :mod:`prism.backends.retry`
+within ``model.retry_budget_s``, then the run stops with a :class:`BackendError`; a reply whose body is
+not a chat completion is a failed request (``error`` set), never an answer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prism.backends.base import BackendError, Request
+from prism.backends.remote import RemoteSettings, quiet_transport_logs
+from prism.backends.retry import RetriesExhausted, Transient, call_with_retries, transient_status, transport_failure
+from prism.types import Completion, ModelIdentity
+
+if TYPE_CHECKING:
+    import ollama
+
+T = TypeVar("T")
+
+DEFAULT_HOST = "http://localhost:11434"
+DEFAULT_PORT = 11434
+# Ollama's default registry and namespace: `llama3`, `library/llama3` and
+# `registry.ollama.ai/library/llama3` all name the model its list shows as `llama3:latest`.
+_DEFAULT_PREFIXES = ("registry.ollama.ai/library/", "registry.ollama.ai/", "library/")
+# A DNS name or IPv4 address (labels of letters, digits, '-' and '_'); IPv6 goes through ipaddress.
+_HOSTNAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
+_HOST_FORMS = ("http://HOST:PORT, https://HOST[:PORT], HOST:PORT or HOST (port 11434 when omitted), "
+               "e.g. http://localhost:11434")
+
+
+@dataclass(frozen=True)
+class OllamaHost:
+    """Where the server is, and where that address came from (for error messages).
+
+    Attributes:
+        url: Normalized base URL, ``scheme://host:port[/path]``, as the client is given it.
+        source: ``model.host``, ``OLLAMA_HOST`` or ``the default``.
+    """
+
+    url: str
+    source: str
+
+    def __str__(self) -> str:
+        """``http://host:port (from SOURCE)``."""
+        return f"{self.url} (from {self.source})"
+
+
+def normalize_host(raw: str, source: str = "model.host") -> str:
+    """Check an Ollama address and return it as ``scheme://host:port[/path]``.
+
+    Accepts what the official client accepts (``http://host:port``, ``https://host``, ``host:port``,
+    ``host``, bracketed IPv6) with its defaults: port 11434 without a scheme, else 80 or 443.
+
+    Args:
+        raw: The address as configured.
+        source: Where it came from, named in the error.
+
+    Raises:
+        BackendError: For an empty address, whitespace, an unknown scheme, a bad host or port, or
+            credentials, query or fragment (which the client would silently drop).
+    """
+
+    def bad(why: str) -> BackendError:
+        return BackendError(f"{source}={raw!r} is not an Ollama server address: {why}. Use {_HOST_FORMS}.")
+
+    if not raw:
+        raise bad("it is empty")
+    if any(c.isspace() for c in raw):
+        raise bad("it contains whitespace")
+    scheme, sep, rest = raw.partition("://")
+    if sep:
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            raise bad(f"the scheme {scheme!r} is not http or https")
+        default_port = 80 if scheme == "http" else 443
+    else:
+        scheme, rest, default_port = "http", raw, DEFAULT_PORT
+    if "://" in rest:
+        raise bad("it has two schemes")
+    try:
+        split = urllib.parse.urlsplit(f"{scheme}://{rest}")
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise bad(str(exc)) from None
+    if not split.netloc:
+        raise bad("it names no host")
+    if "@" in split.netloc:
+        raise bad("credentials in the address are not supported (a server that needs a key reads OLLAMA_API_KEY)")
+    if split.query or split.fragment or "?" in rest or "#" in rest:
+        raise bad("it has a query or fragment")
+    try:
+        port = split.port
+    except ValueError as exc:
+        raise bad(f"the port is not a number from 1 to 65535 ({exc})") from None
+    if port == 0:
+        raise bad("port 0 cannot be connected to")
+    host = split.hostname or "127.0.0.1"  # `:PORT` means this machine, as for the client
+    if split.netloc.startswith("["):
+        try:
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            raise bad(f"{host!r} is not an IPv6 address") from None
+    elif not _HOSTNAME.fullmatch(host):
+        raise bad(f"{host!r} is not a host name or IP address")
+    path = split.path.strip("/")
+    return f"{scheme}://{host}:{port or default_port}" + (f"/{path}" if path else "")
+
+
+def resolve_host(configured: str | None, environ: Mapping[str, str] | None = None) -> OllamaHost:
+    """``model.host`` when set, else ``OLLAMA_HOST`` when non-empty, else ``http://localhost:11434``.
+
+    Raises:
+        BackendError: If the chosen address is not one the client accepts (see :func:`normalize_host`).
+    """
+    env = os.environ if environ is None else environ
+    if configured is not None and str(configured) != "":
+        return OllamaHost(normalize_host(str(configured), "model.host"), "model.host")
+    if env.get("OLLAMA_HOST"):
+        return OllamaHost(normalize_host(env["OLLAMA_HOST"], "OLLAMA_HOST"), "OLLAMA_HOST")
+    return OllamaHost(DEFAULT_HOST, "the default")
+
+
+def normalize_tag(name: str) -> str:
+    """The name Ollama lists for a model tag: default registry and namespace dropped, ``:latest`` added.
+
+    ``llama3`` -> ``llama3:latest``; ``user/model`` -> ``user/model:latest``; ``qwen2.5:7b`` unchanged.
+    """
+    tag = name.strip()
+    for prefix in _DEFAULT_PREFIXES:
+        if tag.lower().startswith(prefix):
+            tag = tag[len(prefix) :]
+            break
+    if ":" not in tag.rsplit("/", 1)[-1]:  # a ':' before the last '/' is a registry's port, not a tag
+        tag += ":latest"
+    return tag
+
+
+def find_listed(models: Iterable[Mapping[str, Any]], tag: str) -> Mapping[str, Any] | None:
+    """The entry of an ``/api/tags`` model list that names ``tag`` (compared as Ollama does, ignoring case)."""
+    wanted = normalize_tag(tag).casefold()
+    for entry in models:
+        listed = entry.get("model") or entry.get("name")
+        if isinstance(listed, str) and normalize_tag(listed).casefold() == wanted:
+            return entry
+    return None
+
+
+def build_request(request: Request, model: str, num_ctx: int | None = None) -> dict[str, Any]:
+    """The ``/api/chat`` body: the prompt as the single user message, no streaming, mapped options.
+
+    Canonical parameters map to Ollama's option names (``max_tokens`` -> ``num_predict``); ``seed``,
+    ``top_p`` and ``top_k`` are sent only when set, so the model's own defaults are not overridden by
+    a null, and ``num_ctx`` only when ``model.num_ctx`` sets it.
+    """
+    params = request.params
+    options: dict[str, Any] = {"temperature": params.temperature, "num_predict": params.max_tokens}
+    if params.seed is not None:
+        options["seed"] = params.seed
+    if params.top_p is not None:
+        options["top_p"] = params.top_p
+    if params.top_k is not None:
+        options["top_k"] = params.top_k
+    if num_ctx is not None:
+        options["num_ctx"] = num_ctx
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": request.prompt.text}],
+        "stream": False,
+        "options": options,
+    }
+
+
+def _count(value: Any) -> int | None:
+    """A token count as an int, or None when absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any]) -> Completion:
+    """Turn a non-streamed ``/api/chat`` reply into a Completion.
+
+    An empty or absent ``content`` is an observed empty completion; a reply without a ``message`` object,
+    or whose content is not text, is a failed request.
+    """
+    options = {k: v for k, v in sent.items() if k != "messages"}
+    message = reply.get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(message, Mapping) or not isinstance(content, str | None):
+        return Completion(text=None, latency_s=latency_s, backend_options=options,
+                          error=f"unreadable reply from Ollama: no chat message text in {_excerpt(reply)}")
+    return Completion(
+        text=content or "",
+        latency_s=latency_s,
+        prompt_tokens=_count(reply.get("prompt_eval_count")),
+        completion_tokens=_count(reply.get("eval_count")),
+        backend_options=options,
+    )
+
+
+def _excerpt(value: Any, limit: int = 200) -> str:
+    """A short printable excerpt of a value for an error message."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class OllamaBackend:
+    """A model served by Ollama, asked through one shared ``ollama.Client``.
+
+    One client serves every worker thread: it wraps an ``httpx.Client``, which is documented as safe to
+    share between threads and pools connections, and it keeps no per-request state of its own.
+    """
+
+    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+        """Check the address and settings; nothing is sent until :meth:`identity`.
+
+        Raises:
+            BackendError: If ``model.name``, the host or a transport setting is unusable.
+        """
+        import ollama
+
+        self._name = str(model_cfg.get("name") or "").strip()
+        if not self._name:
+            raise BackendError("an Ollama model needs model.name=TAG (e.g. llama3 or qwen2.5:7b).")
+        self._settings = RemoteSettings.from_config(model_cfg)
+        self.concurrency = self._settings.concurrency
+        self._host = resolve_host(model_cfg.get("host"))
+        num_ctx = model_cfg.get("num_ctx")
+        self._num_ctx = None if num_ctx is None else int(num_ctx)
+        quiet_transport_logs()
+        self._client = ollama.Client(host=self._host.url, timeout=self._settings.request_timeout_s)
+        self._tag: str | None = None  # the listed name, set by identity()
+        self._identity: ModelIdentity | None = None
+        self._lock = threading.Lock()
+
+    # -- identity ---------------------------------------------------------------------------------------
+
+    def identity(self) -> ModelIdentity:
+        """Name from ``model.name``; digest = the server's digest of the tag; server version in details.
+
+        Raises:
+            BackendError: If the server cannot be reached within the retry budget, does not answer like
+                Ollama, or does not have the model (naming ``ollama pull <tag>``).
+        """
+        with self._lock:
+            if self._identity is None:
+                self._identity = self._read_identity()
+            return self._identity
+
+    def _read_identity(self) -> ModelIdentity:
+        import ollama
+
+        try:
+            listing = self._retrying(self._client.list, "/api/tags",
+                                     "Nothing was asked yet: run the same command again once the server answers.")
+        except ollama.ResponseError as exc:
+            if exc.status_code in (401, 403):
+                raise self._refused(exc) from exc
+            raise BackendError(
+                f"the server at {self._host} answered /api/tags with HTTP {exc.status_code} ({exc.error}); "
+                "it does not look like an Ollama server. Check model.host / OLLAMA_HOST."
+            ) from exc
+        except (ValueError, TypeError) as exc:  # the client could not read the body as a model list
+            raise BackendError(
+                f"the server at {self._host} answered /api/tags with something that is not Ollama's model "
+                f"list ({_excerpt(str(exc))}). Check model.host / OLLAMA_HOST."
+            ) from exc
+        models = [m.model_dump() for m in listing.models]
+        entry = find_listed(models, self._name)
+        if entry is None:
+            raise self._not_pulled(models)
+        digest = str(entry.get("digest") or "")
+        if not digest:
+            raise BackendError(f"the Ollama server at {self._host} lists {entry.get('model')!r} without a "
+                               "digest, so the weights that answer cannot be pinned; upgrade Ollama.")
+        self._tag = str(entry.get("model") or entry.get("name"))
+        details = {"tag": self._tag, "host": self._host.url, "server_version": self._server_version()}
+        for key in ("family", "parameter_size", "quantization_level", "format"):
+            value = (entry.get("details") or {}).get(key)
+            if value:
+                details[key] = str(value)
+        return ModelIdentity(self._name, "ollama", digest, details)
+
+    def _not_pulled(self, models: list[dict[str, Any]]) -> BackendError:
+        listed = [str(m.get("model") or m.get("name")) for m in models]
+        have = ", ".join(listed[:12]) + (", ..." if len(listed) > 12 else "") if listed else "no models at all"
+        return BackendError(
+            f"model {self._name!r} is not pulled on the Ollama server at {self._host}: its model list has no "
+            f"{normalize_tag(self._name)!r} (it has {have}). Pull it on that machine with "
+            f"`ollama pull {self._name}`, or choose a listed model with model.name=TAG."
+        )
+
+    def _server_version(self) -> str:
+        """The server's ``/api/version``, or ``unknown``: nice to log, never worth failing a run for.
+
+        The official client has no call for it, so this is one plain GET with the client's own transport
+        library, address and timeout.
+        """
+        import httpx
+
+        key = os.environ.get("OLLAMA_API_KEY")  # sent the way the official client sends it
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            reply = httpx.get(f"{self._host.url}/api/version", headers=headers,
+                              timeout=self._settings.request_timeout_s)
+            version = reply.json().get("version") if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return "unknown"
+        return str(version) if version else "unknown"
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    def generate(self, request: Request) -> Completion:
+        """Ask for one chat completion.
+
+        Returns:
+            The completion; ``error`` set (``text`` None) when the server answered with an error status
+            or with a body that is not a chat completion. Such a request is asked again on the next run.
+
+        Raises:
+            BackendError: When transient failures outlast the retry budget, the model is gone, or the
+                server refuses the client (401/403).
+        """
+        import ollama
+
+        sent = build_request(request, self._tag or self._resolve_tag(), self._num_ctx)
+        timing = {"latency": 0.0}
+
+        def attempt() -> ollama.ChatResponse:
+            start = time.perf_counter()
+            try:
+                return self._client.chat(model=sent["model"], messages=sent["messages"], stream=False,
+                                         options=sent["options"])
+            finally:
+                timing["latency"] = time.perf_counter() - start  # the last attempt's, not the retries'
+
+        try:
+            reply = self._retrying(attempt, "/api/chat", "Everything collected so far is kept: run the same "
+                                   "command again once the server answers and it resumes where this run stopped.")
+        except ollama.ResponseError as exc:
+            return self._error_status(exc, sent, timing["latency"])
+        except (ValueError, TypeError) as exc:  # the client could not read the body (not JSON, wrong shape)
+            return Completion(text=None, latency_s=timing["latency"],
+                              backend_options={k: v for k, v in sent.items() if k != "messages"},
+                              error=f"unreadable reply from Ollama: {_excerpt(str(exc))}")
+        return read_reply(reply.model_dump(), timing["latency"], sent)
+
+    def _resolve_tag(self) -> str:
+        self.identity()
+        assert self._tag is not None
+        return self._tag
+
+    def _error_status(self, exc: ollama.ResponseError, sent: Mapping[str, Any], latency: float) -> Completion:
+        """A failed request for a status worth asking again next run; a BackendError for one that is not."""
+        status = exc.status_code
+        if status == 404:
+            raise BackendError(
+                f"the Ollama server at {self._host} no longer has {sent['model']!r} (HTTP 404: {exc.error}); it "
+                f"was removed after the run started. Pull it again with `ollama pull {self._name}` and run the "
+                "same command: it resumes where this one stopped."
+            ) from exc
+        if status in (401, 403):
+            raise self._refused(exc) from exc
+        return Completion(text=None, latency_s=latency,
+                          backend_options={k: v for k, v in sent.items() if k != "messages"},
+                          error=f"Ollama answered HTTP {status}: {_excerpt(exc.error)}")
+
+    def _refused(self, exc: ollama.ResponseError) -> BackendError:
+        return BackendError(
+            f"the Ollama server at {self._host} refused the client (HTTP {exc.status_code}: {exc.error}); the "
+            "client sends the key in OLLAMA_API_KEY to a server that needs one: set it, or check model.host."
+        )
+
+    # -- retries ----------------------------------------------------------------------------------------
+
+    def _retrying(self, call: Callable[[], T], endpoint: str, kept: str) -> T:
+        """``call()`` with transient failures retried; a BackendError once the budget is spent.
+
+        Args:
+            call: One attempt.
+            endpoint: The API path, for log lines and the error.
+            kept: What the error says about collected work and how to go on (a sentence).
+        """
+        try:
+            return call_with_retries(call, _classify, self._settings.retry,
+                                     label=f"Ollama at {self._host.url}{endpoint}")
+        except RetriesExhausted as exc:
+            raise BackendError(
+                f"Ollama at {self._host} did not answer {endpoint}: {exc} (model.retry_budget_s="
+                f"{self._settings.retry.budget_s:g}). {self._fix_for(exc.reason)} {kept}"
+            ) from exc
+
+    def _fix_for(self, reason: str) -> str:
+        """How to fix what kept failing, in one or two sentences."""
+        if reason.startswith("HTTP"):
+            return ("The server kept answering that it is busy: lower model.concurrency to what it runs at once "
+                    "(OLLAMA_NUM_PARALLEL), or raise its queue (OLLAMA_MAX_QUEUE).")
+        if reason.startswith("timed out"):
+            return (f"Each request may take up to model.request_timeout_s={self._settings.request_timeout_s:g} s: "
+                    "raise it for a slow model, or lower model.concurrency to what the server runs at once "
+                    "(OLLAMA_NUM_PARALLEL).")
+        return ("Start the server with `ollama serve` (or the Ollama app), or point model.host / OLLAMA_HOST at "
+                "the machine and port it listens on.")
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()  # type: ignore[no-untyped-call]  # ollama leaves close() unannotated
+
+
+def _classify(exc: Exception) -> Transient | None:
+    """Transient: a refused, timed-out or dropped connection, or a busy server (429/502/503/504)."""
+    import ollama
+
+    if isinstance(exc, ollama.ResponseError):
+        return transient_status(exc.status_code)
+    return transport_failure(exc)

@@ -1,0 +1,85 @@
+"""What every remote backend reads from the ``model`` config the same way: concurrency, timeout, retries.
+
+Ollama and OpenAI-compatible backends both take these settings from here, so ``model.concurrency``,
+``model.request_timeout_s`` and the ``model.retry_*`` keys mean one thing whatever serves the model.
+Concurrency itself is applied by :func:`prism.inference.dispatch`, which keeps up to a backend's
+``concurrency`` requests in flight; a remote backend only has to be safe to call from that many threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prism.backends.base import BackendError
+from prism.backends.retry import RetryPolicy
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Validated transport settings of one remote backend.
+
+    Attributes:
+        concurrency: Requests in flight at once (``model.concurrency``, at least 1).
+        request_timeout_s: Time allowed for one HTTP request (``model.request_timeout_s``).
+        retry: Backoff and budget for transient failures (``model.retry_budget_s``,
+            ``model.retry_base_delay_s``, ``model.retry_max_delay_s``).
+    """
+
+    concurrency: int
+    request_timeout_s: float
+    retry: RetryPolicy
+
+    @classmethod
+    def from_config(cls, model_cfg: Mapping[str, Any]) -> RemoteSettings:
+        """Read and check the settings; a missing key takes the schema's default.
+
+        Raises:
+            BackendError: Naming the key and the value it got, when one is out of range.
+        """
+        defaults = RetryPolicy()
+        concurrency = _number(model_cfg, "concurrency", 1)
+        if concurrency != int(concurrency) or concurrency < 1:
+            raise BackendError(f"model.concurrency must be a whole number >= 1, not {concurrency!r}; "
+                               "it is how many requests PRISM keeps in flight at once.")
+        timeout = _number(model_cfg, "request_timeout_s", 120.0)
+        if not timeout > 0:
+            raise BackendError(f"model.request_timeout_s must be > 0 seconds, not {timeout!r}.")
+        try:
+            retry = RetryPolicy(
+                budget_s=_number(model_cfg, "retry_budget_s", defaults.budget_s),
+                base_delay_s=_number(model_cfg, "retry_base_delay_s", defaults.base_delay_s),
+                max_delay_s=_number(model_cfg, "retry_max_delay_s", defaults.max_delay_s),
+            )
+        except ValueError as exc:
+            raise BackendError(f"model.retry_* is out of range: {exc}.") from exc
+        return cls(concurrency=int(concurrency), request_timeout_s=timeout, retry=retry)
+
+
+def quiet_transport_logs() -> None:
+    """Keep httpx from logging one INFO line per request, unless its logger was configured on purpose.
+
+    Both official clients (ollama, openai) send through httpx, which logs every request at INFO; under
+    Hydra's INFO logging that is hundreds of lines beside the progress bar. Retries and failures are
+    logged by PRISM itself, at WARNING.
+    """
+    logger = logging.getLogger("httpx")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.WARNING)
+
+
+def _number(model_cfg: Mapping[str, Any], key: str, default: float) -> float:
+    """``model_cfg[key]`` as a finite float (``default`` when absent or null)."""
+    value = model_cfg.get(key)
+    if value is None:
+        return float(default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise BackendError(f"model.{key} must be a number, not {value!r}.")
+    return number
