@@ -1,0 +1,43 @@
+"""``python -m prism.compare``: the Hydra entry point of the comparison (``conf/compare.yaml``).
+
+Only Hydra and OmegaConf are imported at module level, so ``--help`` and ``--cfg job`` stay fast;
+MLflow, pandas, scipy and matplotlib are imported when a comparison actually runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from prism.config import register_configs
+
+register_configs()
+log = logging.getLogger("prism")
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="compare")
+def main(cfg: DictConfig) -> None:
+    """Compare finished PRISM runs from MLflow and record the comparison as a new run."""
+    from prism.compare.core import compare
+    from prism.compare.terminal import format_comparison
+    from prism.errors import PrismError
+
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(resolved, dict)
+    container = {str(k): v for k, v in resolved.items()}
+    try:
+        result = compare(container, output_dir=container.get("output_dir") or HydraConfig.get().runtime.output_dir)
+    except PrismError as exc:
+        # One paragraph on stderr, no traceback, as the main app does: the person can fix these.
+        log.debug("comparison failed", exc_info=True)
+        print(f"prism.compare: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    print(format_comparison(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""``compare(cfg)``: from MLflow runs to a comparison run with tables, plots and headline metrics.
+
+select (MLflow) -> refuse mismatches -> download scored records -> tables -> CSV + PNG -> comparison run.
+No Hydra import here: the entry point and the sweep callback call :func:`compare` on a plain dict.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prism.compare.select import (
+    RESPONSES_ARTIFACT,
+    SCORED_ARTIFACT,
+    CompareError,
+    RunSummary,
+    Selection,
+    choose_runs,
+    download,
+    fetch_runs,
+    find_mismatches,
+    label_runs,
+    load_prompts,
+    load_scored,
+    search_candidates,
+)
+from prism.compare.tables import (
+    POOLED,
+    ModelCells,
+    accuracy_table,
+    condition_disagreement_table,
+    differences_table,
+    divergence_table,
+    sensitivity_table,
+)
+
+log = logging.getLogger(__name__)
+
+KIND = "comparison"
+ARTIFACT_DIR = "comparison"
+SIGNIFICANCE = 0.05
+
+
+@dataclass
+class ComparisonResult:
+    """What a comparison produced (the report of a later issue reads it whole).
+
+    Attributes:
+        run_id: The comparison's MLflow run id.
+        tracking_uri: The tracking store it was written to.
+        experiment_id: Its experiment.
+        runs: The compared runs, labelled, in table order.
+        mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
+        tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
+            ``differences``) to DataFrame; the last three only with two or more runs.
+        files: Every file uploaded under ``comparison/``.
+        metrics: The headline metrics logged to the run.
+        output_dir: Where the files were written before upload.
+        baseline: The baseline condition.
+        n_boot: Bootstrap resamples used for every interval.
+    """
+
+    run_id: str
+    tracking_uri: str
+    experiment_id: str
+    runs: list[RunSummary]
+    mismatches: list[str]
+    tables: dict[str, pd.DataFrame]
+    files: list[Path]
+    metrics: dict[str, float]
+    output_dir: Path
+    baseline: str
+    n_boot: int
+
+
+def selection_from_config(cfg: Mapping[str, Any]) -> Selection:
+    """Build the run selection from a compare config (``runs`` or the filters, not both).
+
+    Raises:
+        CompareError: If both explicit runs and filters are given.
+    """
+    filters = cfg.get("filters") or {}
+    selection = Selection(
+        runs=tuple(str(r) for r in cfg.get("runs") or ()),
+        dataset=filters.get("dataset") or None,
+        models=tuple(str(m) for m in filters.get("models") or ()),
+        conditions=filters.get("conditions") or None,
+        sweep=filters.get("sweep") or None,
+    )
+    if selection.runs and selection.filters():
+        raise CompareError(f"runs=[...] names the runs to compare; drop the filters {selection.filters()} "
+                           "or the run ids.")
+    return selection
+
+
+def select(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[RunSummary]:
+    """Resolve a selection against the tracking store (see DESIGN.md and :func:`choose_runs`).
+
+    Raises:
+        CompareError: If no run qualifies, naming the experiment, store and filters.
+    """
+    if selection.runs:
+        return label_runs(fetch_runs(client, selection.runs))
+    runs = choose_runs(search_candidates(client, experiment_id), selection)
+    if not runs:
+        filters = f" matching {selection.filters()}" if selection.filters() else ""
+        raise CompareError(f"no FINISHED run of kind 'run'{filters} in experiment {experiment!r} of the tracking "
+                           f"store {uri}; run `python -m prism` first, or set tracking.uri / tracking.experiment.")
+    return label_runs(runs)
+
+
+def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]:
+    """Download each run's scored records (and prompts) through MLflow and keep the observed cells."""
+    models = []
+    with tempfile.TemporaryDirectory(prefix="prism-compare-") as tmp:
+        for run in runs:
+            dst = Path(tmp) / run.run_id
+            cells = load_scored(download(run.run_id, SCORED_ARTIFACT, uri, dst))
+            try:
+                prompts = load_prompts(download(run.run_id, RESPONSES_ARTIFACT, uri, dst))
+            except CompareError as exc:  # prompts only enrich the differences table
+                log.warning("%s; the differences table will lack prompt texts for it", exc)
+                prompts = {}
+            conditions = run.conditions or tuple(dict.fromkeys(cells["condition"]))
+            models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts))
+    return models
+
+
+def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
+    """Every comparison table; with one model, only sensitivity and the accuracy behind its heatmap.
+
+    Raises:
+        CompareError: If a model lacks the baseline condition.
+    """
+    try:
+        tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
+    except ValueError as exc:
+        raise CompareError(str(exc)) from exc
+    tables["accuracy"] = accuracy_table(models, n_boot=n_boot, seed=seed)
+    if len(models) >= 2:
+        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed)
+        tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
+        tables["differences"] = differences_table(models)
+    return tables
+
+
+def metric_key(*parts: str) -> str:
+    """An MLflow metric name from parts, with characters MLflow rejects replaced by ``_``."""
+    return "/".join(re.sub(r"[^A-Za-z0-9_\-. :]", "_", p) for p in parts)
+
+
+def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> dict[str, float]:
+    """The numbers a reader looks at first, logged as metrics of the comparison run.
+
+    Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
+    conditions, and how many conditions differ from the baseline at Holm-adjusted p < 0.05. Per pair of
+    models (pooled over conditions): disagreement, kappa and excess.
+    """
+    metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),
+                                 "n_questions": float(n_questions)}
+    for model, rows in tables["sensitivity"].groupby("model", sort=False):
+        base = rows[rows["condition"] == rows["baseline"]]
+        others = rows[rows["condition"] != rows["baseline"]]
+        metrics[metric_key("sensitivity", str(model), "baseline_accuracy")] = float(base["accuracy"].iloc[0])
+        if not others.empty:
+            metrics[metric_key("sensitivity", str(model), "mean_flip_rate")] = float(others["flip_rate"].mean())
+            metrics[metric_key("sensitivity", str(model), "max_abs_delta_accuracy")] = float(
+                others["delta_accuracy"].abs().max())
+            metrics[metric_key("sensitivity", str(model), "significant_conditions")] = float(
+                (others["mcnemar_p_holm"] < SIGNIFICANCE).sum())
+    if "divergence" in tables:
+        for row in tables["divergence"][tables["divergence"]["condition"] == POOLED].itertuples(index=False):
+            pair = f"{row.model_a}_vs_{row.model_b}"
+            for name in ("disagreement", "kappa", "excess"):
+                metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
+    return metrics
+
+
+def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, table in tables.items():
+        path = out / f"{name}.csv"
+        # Ten significant digits: exact enough to recompute anything, without float noise in every cell.
+        table.to_csv(path, index=False, float_format="%.10g")
+        paths.append(path)
+    return paths
+
+
+def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """Write every file of the comparison into ``out``: the tables as CSV, then the plots as PNG.
+
+    Everything returned is uploaded under ``comparison/``; a new output (a report page, another table)
+    is added here.
+    """
+    from prism.compare.plots import write_plots
+
+    files = write_tables(out, tables)
+    files += write_plots(out, tables["accuracy"], tables["sensitivity"], tables.get("divergence", pd.DataFrame()),
+                         tables.get("condition_disagreement", pd.DataFrame()))
+    return files
+
+
+def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> ComparisonResult:
+    """Compare finished runs and record the comparison as a new MLflow run.
+
+    Args:
+        cfg: A resolved compare config (``conf/compare.yaml``; see :class:`prism.config.CompareConfig`).
+        output_dir: Where the tables and plots are written before upload; defaults to ``cfg["output_dir"]``
+            or ``outputs/compare/<time>``.
+
+    Returns:
+        The comparison run and everything in it.
+
+    Raises:
+        CompareError: If no run qualifies, a named run cannot be used, the runs differ on a comparability
+            key (unless ``allow_mismatch``), or an artifact cannot be read. The message names each problem.
+        TrackingError: If the tracking store cannot be used.
+    """
+    import mlflow
+
+    from prism.tracking import MlflowTracker, resolve_tracking_uri
+
+    n_boot, seed, baseline = int(cfg.get("bootstrap", 2000)), int(cfg.get("seed", 0)), str(cfg.get("baseline", "P0"))
+    if n_boot < 1:
+        raise CompareError(f"bootstrap must be at least 1, got {n_boot}")
+    allow_mismatch = bool(cfg.get("allow_mismatch", False))
+    selection = selection_from_config(cfg)
+    tracking = cfg.get("tracking") or {}
+    experiment = str(tracking.get("experiment") or "prism")
+    uri = resolve_tracking_uri(tracking.get("uri")) or mlflow.get_tracking_uri()
+    client = mlflow.tracking.MlflowClient(uri)
+    runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
+
+    mismatches = find_mismatches(runs)
+    if mismatches and not allow_mismatch:
+        raise CompareError(
+            "refusing to compare runs whose results are not directly comparable:\n  - " + "\n  - ".join(mismatches)
+            + "\nCompare runs of one configuration, or pass allow_mismatch=true to compare them knowingly "
+            "(recorded on the comparison run)."
+        )
+    for line in mismatches:
+        log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
+
+    models = load_models(runs, uri)
+    tables = build_tables(models, baseline, n_boot, seed)
+    n_questions = len({q for m in models for q in m.cells["question_id"]})
+    metrics = headline_metrics(tables, n_questions)
+
+    out = Path(output_dir or cfg.get("output_dir") or _default_output_dir())
+    files = write_outputs(out / ARTIFACT_DIR, tables)
+
+    tracker = MlflowTracker(uri, experiment)
+    run_id = tracker.start(_run_name(runs), _tags(runs, selection, mismatches, allow_mismatch, out))
+    try:
+        tracker.log_params(_params(runs, selection, baseline, n_boot, seed, allow_mismatch))
+        tracker.log_metrics(metrics)
+        for path in files:
+            tracker.log_artifact(path, ARTIFACT_DIR)
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+    return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
+                            out, baseline, n_boot)
+
+
+def _experiment_id(client: Any, experiment: str, uri: str) -> str:
+    """The id of the named experiment (never created here: an empty one has nothing to compare)."""
+    from prism.tracking import TrackingError
+
+    try:
+        found = client.get_experiment_by_name(experiment)
+    except Exception as exc:  # MLflow raises many types for an unreachable or broken store
+        raise TrackingError(f"cannot read the MLflow tracking store {uri!r}: {exc}. Check tracking.uri / "
+                            "MLFLOW_TRACKING_URI, or start the server it names.") from exc
+    if found is None:
+        raise CompareError(f"the tracking store {uri} has no experiment {experiment!r}; run `python -m prism` "
+                           "first, or set tracking.uri / tracking.experiment.")
+    return str(found.experiment_id)
+
+
+def _default_output_dir() -> Path:
+    from datetime import datetime
+
+    return Path("outputs") / "compare" / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
+
+
+def _run_name(runs: Sequence[RunSummary]) -> str:
+    return ("compare-" + "-".join(r.label for r in runs))[:250]
+
+
+def _tags(runs: Sequence[RunSummary], selection: Selection, mismatches: Sequence[str], allow_mismatch: bool,
+          out: Path) -> dict[str, str]:
+    from prism import __version__
+    from prism.tracking import git_state
+
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    question_sets = sorted({r.question_set for r in runs})
+    tags = {
+        "prism.kind": KIND,
+        "prism.compared_runs": ",".join(r.run_id for r in runs),
+        "prism.question_set_sha256": question_sets[0] if len(question_sets) == 1 else "mixed",
+        "prism.allow_mismatch": str(allow_mismatch).lower(),
+        "prism.git_commit": commit,
+        "prism.git_dirty": str(dirty).lower(),
+        "prism.version": __version__,
+        "prism.output_dir": str(out.resolve()),
+    }
+    if mismatches:
+        # MLflow caps tag values (8000 characters in recent versions); the full list is in the log.
+        tags["prism.mismatches"] = "\n".join(mismatches)[:5000]
+    if selection.sweep:
+        tags["prism.sweep"] = selection.sweep
+    return tags
+
+
+def _params(runs: Sequence[RunSummary], selection: Selection, baseline: str, n_boot: int, seed: int,
+            allow_mismatch: bool) -> dict[str, str]:
+    params = {
+        "compared_run_ids": ",".join(r.run_id for r in runs),
+        "compared_models": ",".join(r.label for r in runs),
+        "selection": "runs" if selection.runs else "latest per model",
+        "baseline": baseline,
+        "bootstrap": str(n_boot),
+        "seed": str(seed),
+        "allow_mismatch": str(allow_mismatch).lower(),
+    }
+    params.update({f"filter.{k}": v for k, v in selection.filters().items()})
+    return params

@@ -1,0 +1,125 @@
+"""The comparison's figures as PNG files: accuracy and flip-rate heatmaps, the divergence matrix.
+
+matplotlib is imported inside :func:`write_plots` with the non-interactive Agg backend, so nothing here
+needs a display and ``import prism.compare`` stays cheap. Each cell is annotated with its value and
+its 95% interval, so the figure can be read without the CSV beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from prism.compare.tables import POOLED
+
+ACCURACY_PNG = "accuracy_heatmap.png"
+FLIP_RATE_PNG = "flip_rate_heatmap.png"
+DIVERGENCE_PNG = "divergence_matrix.png"
+
+
+def _annotation(value: float, low: float, high: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.2f}\n[{low:.2f}, {high:.2f}]"
+
+
+def _heatmap(plt: Any, values: np.ndarray, labels: list[list[str]], rows: list[str], columns: list[str],
+             title: str, colorbar: str, path: Path, cmap: str) -> Path:
+    """Draw one annotated heatmap with a fixed [0, 1] scale (rates are comparable across figures)."""
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 + 1.25 * len(columns)), 1.4 + 0.8 * len(rows)),
+                           layout="constrained")
+    image = ax.imshow(np.ma.masked_invalid(values), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
+    colormap = plt.get_cmap(cmap)
+    ax.set_xticks(range(len(columns)), columns, rotation=30 if max(map(len, columns)) > 6 else 0, ha="right"
+                  if max(map(len, columns)) > 6 else "center")
+    ax.set_yticks(range(len(rows)), rows)
+    for i in range(len(rows)):
+        for j in range(len(columns)):
+            value = values[i, j]
+            color = "black"
+            if not math.isnan(value):
+                # Light text on dark cells, dark on light ones (relative luminance of the cell colour).
+                red, green, blue, _ = colormap(float(value))
+                color = "black" if 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.45 else "white"
+            ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=8, color=color)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label=colorbar, shrink=0.8)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _grid(table: pd.DataFrame, row: str, column: str, value: str, low: str, high: str, rows: list[str],
+          columns: list[str]) -> tuple[np.ndarray, list[list[str]]]:
+    values = np.full((len(rows), len(columns)), np.nan)
+    labels = [["n/a"] * len(columns) for _ in rows]
+    for record in table.to_dict("records"):
+        i, j = rows.index(str(record[row])), columns.index(str(record[column]))
+        values[i, j] = float(record[value])
+        labels[i][j] = _annotation(float(record[value]), float(record[low]), float(record[high]))
+    return values, labels
+
+
+def write_plots(out: Path, accuracy: pd.DataFrame, sensitivity: pd.DataFrame, divergence: pd.DataFrame,
+                condition_disagreement: pd.DataFrame) -> list[Path]:
+    """Write the comparison's PNG figures into ``out``.
+
+    Args:
+        out: Directory for the files.
+        accuracy: :func:`prism.compare.tables.accuracy_table`.
+        sensitivity: :func:`prism.compare.tables.sensitivity_table`.
+        divergence: :func:`prism.compare.tables.divergence_table` (the divergence matrix is drawn only
+            with two or more models).
+        condition_disagreement: :func:`prism.compare.tables.condition_disagreement_table` (the matrix's
+            diagonal).
+
+    Returns:
+        The files written: the accuracy heatmap (model x condition), the flip-rate heatmap (model x
+        non-baseline condition) and, with two or more models, the pairwise divergence matrix.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    models = list(dict.fromkeys(accuracy["model"]))
+    conditions = list(dict.fromkeys(accuracy["condition"]))
+    written = []
+    values, labels = _grid(accuracy, "model", "condition", "accuracy", "ci_low", "ci_high", models, conditions)
+    written.append(_heatmap(plt, values, labels, models, conditions, "Accuracy (95% bootstrap interval)",
+                            "accuracy", out / ACCURACY_PNG, "viridis"))
+
+    flips = sensitivity[sensitivity["condition"] != sensitivity["baseline"]]
+    if not flips.empty:
+        baseline = str(flips["baseline"].iloc[0])
+        flip_conditions = [c for c in conditions if c in set(flips["condition"])]
+        values, labels = _grid(flips, "model", "condition", "flip_rate", "flip_ci_low", "flip_ci_high", models,
+                               flip_conditions)
+        written.append(_heatmap(plt, values, labels, models, flip_conditions,
+                                f"Flip rate vs {baseline} (95% bootstrap interval)", "flip rate",
+                                out / FLIP_RATE_PNG, "magma"))
+
+    if len(models) >= 2:
+        pooled = divergence[divergence["condition"] == POOLED]
+        values = np.full((len(models), len(models)), np.nan)
+        labels = [["n/a"] * len(models) for _ in models]
+        for row in pooled.to_dict("records"):
+            i, j = models.index(str(row["model_a"])), models.index(str(row["model_b"]))
+            values[i, j] = values[j, i] = float(row["disagreement"])
+            labels[i][j] = labels[j][i] = _annotation(float(row["disagreement"]), float(row["disagreement_ci_low"]),
+                                                      float(row["disagreement_ci_high"]))
+        for row in condition_disagreement.to_dict("records"):
+            i = models.index(str(row["model"]))
+            values[i, i] = float(row["condition_disagreement"])
+            labels[i][i] = _annotation(float(row["condition_disagreement"]), float(row["ci_low"]),
+                                       float(row["ci_high"]))
+        written.append(_heatmap(plt, values, labels, models, models,
+                                "Answer disagreement between models, all conditions\n"
+                                "(diagonal: each model's own across-condition disagreement)",
+                                "disagreement", out / DIVERGENCE_PNG, "cividis"))
+    return written

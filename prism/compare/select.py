@@ -1,0 +1,340 @@
+"""Which MLflow runs a comparison reads, whether they may be compared, and their scored records.
+
+Runs are read from the tracking store (never from local files), so a comparison works on any store a
+team shares. The selection rules and the mismatch check are pure functions over :class:`RunSummary`
+values; only :func:`search_candidates`, :func:`fetch_runs` and :func:`load_scored` talk to MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prism.errors import PrismError
+from prism.stats import answer_categories
+
+log = logging.getLogger(__name__)
+
+# What a comparison may read: finished experiment runs, never killed ones (they stay RUNNING), failed
+# ones, or other comparisons.
+RUN_KIND = "run"
+FINISHED = "FINISHED"
+
+SCORED_ARTIFACT = "results/scored.jsonl"
+RESPONSES_ARTIFACT = "responses/responses.jsonl"
+
+# (label, where it is recorded, key): what must agree for results to be directly comparable.
+# Generation parameters are the canonical ones of DESIGN.md; backend-specific options are not checked.
+COMPARABILITY: tuple[tuple[str, str, str], ...] = (
+    ("frozen question set sha256", "tag", "prism.question_set_sha256"),
+    ("condition template version", "param", "conditions.template_version"),
+    ("parser version", "param", "parser_version"),
+    ("generation.temperature", "param", "generation.temperature"),
+    ("generation.max_tokens", "param", "generation.max_tokens"),
+    ("generation.seed", "param", "generation.seed"),
+    ("generation.top_p", "param", "generation.top_p"),
+    ("generation.top_k", "param", "generation.top_k"),
+)
+
+# Columns of the scored records a comparison uses (DESIGN.md, "Scored record").
+SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered", "correct", "correct_answer",
+                  "error", "response", "prompt_sha256")
+
+
+class CompareError(PrismError, ValueError):
+    """The requested runs cannot be selected, read or compared."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the selection and the mismatch check need to know about one MLflow run.
+
+    Attributes:
+        run_id: MLflow run id.
+        status: MLflow status (``FINISHED``, ``RUNNING``, ``FAILED``, ``KILLED``).
+        start_time: Start time in ms since the epoch (orders runs: the latest wins).
+        params: The run's params.
+        tags: The run's tags.
+        label: How tables name the run: ``model.name``, made unique with the run id when two compared
+            runs share a model name (set by :func:`label_runs`).
+    """
+
+    run_id: str
+    status: str
+    start_time: int
+    params: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def model(self) -> str:
+        """The run's ``model.name`` param."""
+        return self.params.get("model.name", "?")
+
+    @property
+    def kind(self) -> str:
+        """The ``prism.kind`` tag (``run``, ``comparison``, ...)."""
+        return self.tags.get("prism.kind", "")
+
+    @property
+    def question_set(self) -> str:
+        """The frozen question set's sha256 (tag ``prism.question_set_sha256``)."""
+        return self.tags.get("prism.question_set_sha256", "")
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Condition names in the run's order (param ``conditions.names``)."""
+        return tuple(n for n in self.params.get("conditions.names", "").split(",") if n)
+
+    @classmethod
+    def from_mlflow(cls, run: Any) -> RunSummary:
+        """Summarize an ``mlflow.entities.Run``."""
+        return cls(run_id=str(run.info.run_id), status=str(run.info.status), start_time=int(run.info.start_time or 0),
+                   params=dict(run.data.params), tags=dict(run.data.tags))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which runs to compare: explicit ids, or filters over the experiment's finished runs.
+
+    Attributes:
+        runs: Explicit run ids; when given, no filter may be.
+        dataset: Only runs whose ``dataset.name`` is this.
+        models: Only runs whose ``model.name`` is one of these (each must be found).
+        conditions: Only runs whose condition set (``conditions.name``) is this.
+        sweep: Only runs of this multirun sweep (tag ``prism.sweep``, the sweep directory).
+    """
+
+    runs: tuple[str, ...] = ()
+    dataset: str | None = None
+    models: tuple[str, ...] = ()
+    conditions: str | None = None
+    sweep: str | None = None
+
+    def filters(self) -> dict[str, str]:
+        """The filters in use, by config key, for messages and params."""
+        named = {"dataset": self.dataset, "models": ",".join(self.models) or None, "conditions": self.conditions,
+                 "sweep": self.sweep}
+        return {k: v for k, v in named.items() if v}
+
+
+def check_selectable(run: RunSummary) -> str | None:
+    """Return why a run may not be compared (not a FINISHED run of kind ``run``), or None when it may."""
+    if run.kind != RUN_KIND:
+        return f"run {run.run_id} is of kind {run.kind or 'unknown'!r}, not {RUN_KIND!r}"
+    if run.status != FINISHED:
+        return f"run {run.run_id} is {run.status}, not {FINISHED} (killed runs stay RUNNING)"
+    return None
+
+
+def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[RunSummary]:
+    """Apply the selection rules to candidate runs (explicit ids are handled by :func:`fetch_runs`).
+
+    Only FINISHED runs of kind ``run`` that pass the filters are considered. Among them, the newest
+    question set is that of the latest run; for it, the latest run of each model is chosen.
+
+    Returns:
+        The chosen runs, ordered as ``selection.models`` when given, else by model name.
+
+    Raises:
+        CompareError: If nothing matches, or a model named in ``selection.models`` has no run for the
+            newest question set.
+    """
+    eligible = [r for r in candidates if check_selectable(r) is None and _passes(r, selection)]
+    if not eligible:
+        return []
+    latest_first = sorted(eligible, key=lambda r: (r.start_time, r.run_id), reverse=True)
+    question_set = latest_first[0].question_set
+    chosen: dict[str, RunSummary] = {}
+    for run in latest_first:
+        if run.question_set == question_set and run.model not in chosen:
+            chosen[run.model] = run
+    if selection.models:
+        missing = [m for m in selection.models if m not in chosen]
+        if missing:
+            raise CompareError(
+                f"no FINISHED run of model {', '.join(missing)} for the newest question set "
+                f"{question_set[:12]} (models with one: {', '.join(sorted(chosen)) or 'none'}); run it, or "
+                "drop it from models=[...]."
+            )
+        return [chosen[m] for m in selection.models]
+    return [chosen[m] for m in sorted(chosen)]
+
+
+def _passes(run: RunSummary, selection: Selection) -> bool:
+    if selection.dataset and run.params.get("dataset.name") != selection.dataset:
+        return False
+    if selection.models and run.model not in selection.models:
+        return False
+    if selection.conditions and run.params.get("conditions.name") != selection.conditions:
+        return False
+    return not (selection.sweep and run.tags.get("prism.sweep") != selection.sweep)
+
+
+def label_runs(runs: Sequence[RunSummary]) -> list[RunSummary]:
+    """Give each run its table label: the model name, plus ``@<run id prefix>`` when names repeat."""
+    names = [r.model for r in runs]
+    return [
+        RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags,
+                   label=r.model if names.count(r.model) == 1 else f"{r.model}@{r.run_id[:8]}")
+        for r in runs
+    ]
+
+
+def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
+    """Name every comparability key on which the runs differ (empty when they may be compared).
+
+    Numbers are compared as numbers (``0`` and ``0.0`` agree) and ``null``/``None``/missing as unset.
+
+    Returns:
+        One line per differing key, e.g. ``parser version differs: '1' in run abc (m1); '2' in run def (m2)``.
+    """
+    lines = []
+    for label, where, key in COMPARABILITY:
+        # Runs grouped by the canonical value; each group shown with the first run's value as logged.
+        groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
+        for run in runs:
+            raw = (run.tags if where == "tag" else run.params).get(key)
+            groups.setdefault(_canonical_value(raw), (raw, []))[1].append(run)
+        if len(groups) > 1:
+            parts = [
+                f"{_show(raw)} in " + ", ".join(f"run {r.run_id} ({r.model})" for r in members)
+                for raw, members in groups.values()
+            ]
+            lines.append(f"{label} ({where} {key}) differs: " + "; ".join(parts))
+    return lines
+
+
+def _canonical_value(raw: str | None) -> Any:
+    if raw is None or raw.strip().lower() in ("", "null", "none"):
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
+
+
+def _show(raw: str | None) -> str:
+    if _canonical_value(raw) is None:
+        return "unset"
+    text = str(raw)
+    return repr(text[:12] + "...") if len(text) > 16 else repr(text)
+
+
+def search_candidates(client: Any, experiment_id: str) -> list[RunSummary]:
+    """Every FINISHED run of kind ``run`` in the experiment (the filters are applied by :func:`choose_runs`)."""
+    query = f"tags.`prism.kind` = '{RUN_KIND}' and attributes.status = '{FINISHED}'"
+    found: list[RunSummary] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=query, max_results=1000,
+                                  order_by=["attributes.start_time DESC"], page_token=token)
+        found += [RunSummary.from_mlflow(r) for r in page]
+        token = page.token
+        if not token:
+            return found
+
+
+def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[RunSummary]:
+    """Look up explicitly named runs, refusing any that is missing, unfinished or not of kind ``run``.
+
+    Raises:
+        CompareError: Naming every run that cannot be used, and why.
+    """
+    runs, problems = [], []
+    for run_id in dict.fromkeys(run_ids):  # keep the order, drop repeats
+        try:
+            run = RunSummary.from_mlflow(client.get_run(run_id))
+        except Exception as exc:  # MLflow raises MlflowException (or a REST error) for unknown ids
+            problems.append(f"run {run_id} is not in this tracking store ({type(exc).__name__})")
+            continue
+        reason = check_selectable(run)
+        if reason:
+            problems.append(reason)
+        runs.append(run)
+    if problems:
+        raise CompareError("cannot compare the runs given in runs=[...]:\n  - " + "\n  - ".join(problems)
+                           + "\nOnly FINISHED runs of kind 'run' can be compared.")
+    return runs
+
+
+def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Path) -> Path:
+    """Download one artifact of a run through MLflow (works for local stores and servers alike).
+
+    Raises:
+        CompareError: If the run has no such artifact.
+    """
+    import mlflow.artifacts
+
+    dst.mkdir(parents=True, exist_ok=True)
+    try:
+        with _quiet_downloads():
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
+                                                       dst_path=str(dst), tracking_uri=tracking_uri)
+    except Exception as exc:  # MlflowException, OSError, or a REST error from a server
+        raise CompareError(f"cannot download {artifact_path} of run {run_id}: {exc}") from exc
+    return Path(path)
+
+
+@contextmanager
+def _quiet_downloads() -> Iterator[None]:
+    """Turn off MLflow's per-file progress bar (a bar per small file buries the tables), unless set."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    before = os.environ.get(name)
+    if before is None:
+        os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+
+
+def load_scored(path: Path) -> pd.DataFrame:
+    """Read a run's ``scored.jsonl`` into the observed cells a comparison uses.
+
+    Failed requests (``error`` set) are not observed responses and are dropped. ``category`` is the
+    answer with UNKNOWN as its own outcome (:func:`prism.stats.answer_categories`).
+
+    Raises:
+        CompareError: If a line is not JSON or a required column is missing.
+    """
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise CompareError(f"{path}:{number} is not valid JSON ({exc.msg})") from exc
+    frame = pd.DataFrame(records)
+    missing = [c for c in SCORED_COLUMNS if c not in frame.columns]
+    if records and missing:
+        raise CompareError(f"{path} lacks the scored-record fields {missing}")
+    frame = frame.reindex(columns=list(SCORED_COLUMNS))
+    frame = frame[frame["error"].isna()].drop(columns="error").reset_index(drop=True)
+    frame["repetition"] = frame["repetition"].astype("int64")
+    frame["correct"] = frame["correct"].astype(bool)
+    frame["recovered"] = frame["recovered"].astype(bool)
+    frame["category"] = answer_categories(frame["answer"])
+    return frame
+
+
+def load_prompts(path: Path) -> dict[str, str]:
+    """Map prompt sha256 to prompt text from a run's ``responses.jsonl`` (scored records drop the text)."""
+    prompts: dict[str, str] = {}
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                record = json.loads(line)
+                if record.get("prompt_sha256") and record.get("prompt") is not None:
+                    prompts[str(record["prompt_sha256"])] = str(record["prompt"])
+    return prompts

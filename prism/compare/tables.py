@@ -1,0 +1,253 @@
+"""The comparison tables: condition sensitivity, cross-model divergence, and the evidence behind them.
+
+Pure pandas over the observed cells of each compared run (:func:`prism.compare.select.load_scored`);
+the statistics are :mod:`prism.stats`. Every interval resamples questions with the same seed, so a
+table is reproducible from its inputs, B and the seed.
+
+Pairing: within a model, a condition's cell pairs with the baseline's cell of the same question and
+repetition; between models, cells pair on (question, condition, repetition). A cell missing on either
+side (a failed request) leaves that pair out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from prism import stats
+
+SENSITIVITY_COLUMNS = ("model", "condition", "baseline", "accuracy", "delta_accuracy", "delta_ci_low",
+                       "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high")
+DIVERGENCE_COLUMNS = ("model_a", "model_b", "condition", "disagreement", "disagreement_ci_low",
+                      "disagreement_ci_high", "disagreement_answered", "kappa", "both_correct", "only_a", "only_b",
+                      "both_wrong", "excess", "excess_ci_low", "excess_ci_high")
+ACCURACY_COLUMNS = ("model", "condition", "n", "accuracy", "ci_low", "ci_high")
+CONDITION_DISAGREEMENT_COLUMNS = ("model", "condition_disagreement", "ci_low", "ci_high", "n_questions")
+DIFFERENCE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "question_id", "question_disagreement", "condition",
+                      "repetition", "correct_answer", "answer_a", "answer_b", "correct_a", "correct_b",
+                      "response_a", "response_b", "prompt_sha256", "prompt")
+
+# The ``condition`` of the divergence row pooled over all shared conditions.
+POOLED = "all"
+
+_CELL = ["question_id", "condition", "repetition"]
+
+
+@dataclass(frozen=True)
+class ModelCells:
+    """One compared run's observed cells.
+
+    Attributes:
+        label: The run's name in the tables (its ``model.name``, unique among the compared runs).
+        run_id: The MLflow run id.
+        conditions: Condition names in the run's order.
+        cells: Observed cells (:func:`prism.compare.select.load_scored`).
+        prompts: Prompt text by prompt sha256, for the differences table (may be empty).
+    """
+
+    label: str
+    run_id: str
+    conditions: tuple[str, ...]
+    cells: pd.DataFrame
+    prompts: Mapping[str, str] = field(default_factory=dict)
+
+
+def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
+    """Accuracy per model and condition over observed cells, with a bootstrap interval over questions.
+
+    Returns:
+        Columns :data:`ACCURACY_COLUMNS`; ``n`` is the number of observed cells (UNKNOWN counts as wrong).
+    """
+    rows = []
+    for model in models:
+        for condition in model.conditions:
+            cells = model.cells[model.cells["condition"] == condition]
+            est = stats.pooled_rate(cells["correct"], cells["question_id"], n_boot=n_boot, seed=seed)
+            rows.append((model.label, condition, len(cells), est.value, est.ci_low, est.ci_high))
+    return pd.DataFrame(rows, columns=list(ACCURACY_COLUMNS))
+
+
+def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """Each condition against the baseline condition, per model.
+
+    For a model and condition c, over the cells paired with the baseline's (same question and
+    repetition): ``delta_accuracy`` = mean(correct_c - correct_baseline) with a paired bootstrap interval;
+    ``mcnemar_p`` the exact McNemar test on the discordant pairs (:func:`prism.stats.mcnemar_exact`),
+    ``mcnemar_p_holm`` Holm-adjusted across the model's non-baseline conditions; ``flip_rate`` the share
+    of paired cells whose answer differs from the baseline's (UNKNOWN an outcome of its own) with its
+    interval. ``accuracy`` is over all of c's observed cells. The baseline's own row has delta and flip
+    rate 0 with interval [0, 0] and no test (empty p-values).
+
+    With several repetitions, cells pair by repetition index and the bootstrap resamples questions (all
+    their repetitions together); the McNemar test counts every discordant pair as if independent.
+
+    Rows: per model (in the given order), the baseline first, then the other conditions ranked by the
+    size of their effect (|delta_accuracy|, then flip rate, descending).
+
+    Raises:
+        ValueError: If a model has no ``baseline`` condition.
+    """
+    frames = []
+    for model in models:
+        if baseline not in model.conditions:
+            raise ValueError(f"the baseline condition {baseline!r} is not among {model.label}'s conditions "
+                             f"{list(model.conditions)}; pass baseline=NAME with one of them")
+        cells = model.cells
+        base = cells[cells["condition"] == baseline][["question_id", "repetition", "category", "correct"]]
+        rows = []
+        for condition in model.conditions:
+            own = cells[cells["condition"] == condition]
+            paired = base.merge(own[["question_id", "repetition", "category", "correct"]],
+                                on=["question_id", "repetition"], suffixes=("_base", ""))
+            delta = stats.delta_accuracy(paired["correct_base"], paired["correct"], paired["question_id"],
+                                         n_boot=n_boot, seed=seed)
+            flip = stats.flip_rate(paired["category_base"], paired["category"], paired["question_id"],
+                                   n_boot=n_boot, seed=seed)
+            p = math.nan  # the baseline is not tested against itself; nothing is tested without pairs
+            if condition != baseline and len(paired):
+                p = stats.mcnemar_exact(*stats.discordant_counts(paired["correct_base"], paired["correct"]))
+            accuracy = float(own["correct"].mean()) if len(own) else math.nan
+            rows.append({"model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
+                         "delta_accuracy": delta.value, "delta_ci_low": delta.ci_low, "delta_ci_high": delta.ci_high,
+                         "mcnemar_p": p, "flip_rate": flip.value, "flip_ci_low": flip.ci_low,
+                         "flip_ci_high": flip.ci_high})
+        table = pd.DataFrame(rows)
+        table["mcnemar_p_holm"] = stats.holm(table["mcnemar_p"].to_numpy(np.float64))
+        table["_is_base"] = table["condition"] == baseline
+        table["_effect"] = table["delta_accuracy"].abs().fillna(-1.0)
+        table["_flip"] = table["flip_rate"].fillna(-1.0)
+        table = table.sort_values(["_is_base", "_effect", "_flip"], ascending=False, kind="stable")
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True)[list(SENSITIVITY_COLUMNS)] if frames else _empty(SENSITIVITY_COLUMNS)
+
+
+def shared_conditions(a: ModelCells, b: ModelCells) -> list[str]:
+    """Conditions both runs have, in a's order."""
+    return [c for c in a.conditions if c in b.conditions]
+
+
+def pair_cells(a: ModelCells, b: ModelCells, conditions: Sequence[str]) -> pd.DataFrame:
+    """Cells of two models paired on (question, condition, repetition), restricted to ``conditions``."""
+    keep = ["question_id", "condition", "repetition", "category", "correct", "recovered", "correct_answer",
+            "response", "prompt_sha256"]
+    left = a.cells[a.cells["condition"].isin(conditions)][keep]
+    right = b.cells[b.cells["condition"].isin(conditions)][keep]
+    return left.merge(right, on=_CELL, suffixes=("_a", "_b"))
+
+
+def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
+    """Answer disagreement between every pair of models, per shared condition and pooled (``all``).
+
+    Over the paired cells: ``disagreement`` is the share whose answer categories differ (UNKNOWN an
+    outcome of its own) with a bootstrap interval over questions; ``disagreement_answered`` the same share
+    over the cells where both recovered an answer (no interval; empty when there is none); ``kappa`` is
+    Cohen's kappa over the answer categories (:func:`prism.stats.cohens_kappa`); the four counts split the
+    cells by which side is correct. ``excess`` is the disagreement minus the mean of the two models' own
+    across-condition disagreement over the shared conditions (:func:`prism.stats.excess`), with its
+    interval; it is undefined (empty) with fewer than two shared conditions.
+
+    Returns:
+        Columns :data:`DIVERGENCE_COLUMNS`; for each pair (in the given order) one row per shared
+        condition, then the pooled row. Empty with fewer than two models.
+    """
+    rows = []
+    for a, b in combinations(models, 2):
+        conditions = shared_conditions(a, b)
+        within_a = stats.within_pair_sums(a.cells[a.cells["condition"].isin(conditions)])
+        within_b = stats.within_pair_sums(b.cells[b.cells["condition"].isin(conditions)])
+        paired = pair_cells(a, b, conditions)
+        for condition in [*conditions, POOLED]:
+            cells = paired if condition == POOLED else paired[paired["condition"] == condition]
+            rows.append({"model_a": a.label, "model_b": b.label, "condition": condition,
+                         **_divergence(cells, within_a, within_b, n_boot=n_boot, seed=seed)})
+    return pd.DataFrame(rows, columns=list(DIVERGENCE_COLUMNS)) if rows else _empty(DIVERGENCE_COLUMNS)
+
+
+def _divergence(cells: pd.DataFrame, within_a: pd.DataFrame, within_b: pd.DataFrame, *, n_boot: int,
+                seed: int) -> dict[str, float]:
+    differ = cells["category_a"] != cells["category_b"]
+    dis = stats.disagreement(cells["category_a"], cells["category_b"], cells["question_id"], n_boot=n_boot, seed=seed)
+    answered = cells["recovered_a"] & cells["recovered_b"]
+    per_cell = pd.DataFrame({"question_id": cells["question_id"], "differ": differ.astype(np.float64)})
+    by_question = per_cell.groupby("question_id", sort=False)["differ"]
+    between = pd.DataFrame({"differ": by_question.sum(), "cells": by_question.size()})
+    exc = stats.excess(between, within_a, within_b, n_boot=n_boot, seed=seed)
+    ca, cb = cells["correct_a"].astype(bool), cells["correct_b"].astype(bool)
+    return {
+        "disagreement": dis.value, "disagreement_ci_low": dis.ci_low, "disagreement_ci_high": dis.ci_high,
+        "disagreement_answered": float(differ[answered].mean()) if answered.any() else math.nan,
+        "kappa": stats.cohens_kappa(cells["category_a"], cells["category_b"]),
+        "both_correct": int((ca & cb).sum()), "only_a": int((ca & ~cb).sum()), "only_b": int((~ca & cb).sum()),
+        "both_wrong": int((~ca & ~cb).sum()),
+        "excess": exc.value, "excess_ci_low": exc.ci_low, "excess_ci_high": exc.ci_high,
+    }
+
+
+def condition_disagreement_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
+    """Each model's own across-condition disagreement: the share of its condition pairs that differ.
+
+    The quantity the divergence ``excess`` subtracts (here over all of the model's conditions), shown on
+    the diagonal of the divergence matrix.
+
+    Returns:
+        Columns :data:`CONDITION_DISAGREEMENT_COLUMNS`, one row per model.
+    """
+    rows = []
+    for model in models:
+        sums = stats.within_pair_sums(model.cells)
+        est = stats.ratio_estimate(sums["differ"], sums["pairs"], n_boot=n_boot, seed=seed)
+        rows.append((model.label, est.value, est.ci_low, est.ci_high, int((sums["pairs"] > 0).sum())))
+    return pd.DataFrame(rows, columns=list(CONDITION_DISAGREEMENT_COLUMNS))
+
+
+def differences_table(models: Sequence[ModelCells]) -> pd.DataFrame:
+    """Every cell where two models' answers differ, questions where they differ most first.
+
+    ``question_disagreement`` is the share of the question's paired cells (over the shared conditions and
+    repetitions) whose answers differ. Each row carries both run ids, the cell, both answers (UNKNOWN
+    spelled out) and raw responses, and the prompt (by sha256 and text, as shown to model_a), so every
+    number in the divergence table is one lookup away from its evidence.
+
+    Returns:
+        Columns :data:`DIFFERENCE_COLUMNS`, sorted by question_disagreement (descending), then by model
+        pair, question, condition and repetition in the runs' order.
+    """
+    frames = []
+    for pair_index, (a, b) in enumerate(combinations(models, 2)):
+        conditions = shared_conditions(a, b)
+        cells = pair_cells(a, b, conditions)
+        if cells.empty:
+            continue
+        cells["differ"] = cells["category_a"] != cells["category_b"]
+        cells["question_disagreement"] = cells.groupby("question_id")["differ"].transform("mean")
+        cells = cells[cells["differ"]].copy()
+        prompts: dict[str, str] = {**b.prompts, **a.prompts}
+        question_order = {q: i for i, q in enumerate(dict.fromkeys(a.cells["question_id"]))}
+        condition_order = {c: i for i, c in enumerate(conditions)}
+        frames.append(pd.DataFrame({
+            "model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
+            "question_id": cells["question_id"], "question_disagreement": cells["question_disagreement"],
+            "condition": cells["condition"], "repetition": cells["repetition"],
+            "correct_answer": cells["correct_answer_a"], "answer_a": cells["category_a"],
+            "answer_b": cells["category_b"], "correct_a": cells["correct_a"].astype(bool),
+            "correct_b": cells["correct_b"].astype(bool), "response_a": cells["response_a"],
+            "response_b": cells["response_b"], "prompt_sha256": cells["prompt_sha256_a"],
+            "prompt": [prompts.get(str(sha), "") for sha in cells["prompt_sha256_a"]],
+            "_pair": pair_index, "_q": cells["question_id"].map(question_order),
+            "_c": cells["condition"].map(condition_order),
+        }))
+    if not frames:
+        return _empty(DIFFERENCE_COLUMNS)
+    table = pd.concat(frames, ignore_index=True)
+    table = table.sort_values(["question_disagreement", "_pair", "_q", "_c", "repetition"],
+                              ascending=[False, True, True, True, True], kind="stable")
+    return table[list(DIFFERENCE_COLUMNS)].reset_index(drop=True)
+
+
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
