@@ -27,6 +27,8 @@ class ModelConfig:
     package: str | None = None
     n_ctx: int = 2048
     n_threads: int | None = None
+    # llama.cpp chat format (e.g. "gemma"); null uses the chat template stored in the GGUF.
+    chat_format: str | None = None
     # Remote backends (Ollama, OpenAI-compatible servers).
     host: str | None = None
     base_url: str | None = None
@@ -55,22 +57,63 @@ class DatasetConfig:
 
 @dataclass
 class ConditionSpec:
-    """One condition's template (see ``prism.conditions``)."""
+    """One template condition (see ``prism.conditions``)."""
 
     name: str = MISSING
     description: str = ""
+    family: str = "instruction"
     template: str = MISSING
+
+
+# ---- Step conditions: perturbation sets (``prism.perturbations``) ---------------------------------------
+
+
+@dataclass
+class StepSpec:
+    """One perturbation step: ``op`` is its name; ``to`` names the data it uses; ``count`` how many."""
+
+    op: str = MISSING
+    to: str | None = None
+    count: int | None = None
+
+
+@dataclass
+class VariantSpec:
+    """One step condition: the unperturbed P0 rendering with ``steps`` applied in order."""
+
+    family: str = MISSING
+    description: str = ""
+    steps: list[StepSpec] = field(default_factory=list)
+
+
+@dataclass
+class FormatSpec:
+    """A surface format: the body layout, one option line, and the separators."""
+
+    layout: str = MISSING
+    option: str = "{label}. {text}"
+    option_separator: str = "\n"
+    paragraph: str = "\n\n"
 
 
 @dataclass
 class ConditionsConfig:
-    """A versioned condition set."""
+    """A versioned condition set: template ``conditions`` and/or step ``variants`` with the data they name."""
 
     name: str = MISSING
     template_version: str = MISSING
     closing: str = MISSING
     baseline: str = "P0"
     conditions: list[ConditionSpec] = field(default_factory=list)
+    # Every step seed is derived from this (and the condition, step and question).
+    seed: int = II("seed")
+    base_format: FormatSpec | None = None
+    variants: dict[str, VariantSpec] = field(default_factory=dict)
+    formats: dict[str, FormatSpec] = field(default_factory=dict)
+    label_sets: dict[str, list[str]] = field(default_factory=dict)
+    instructions: dict[str, str] = field(default_factory=dict)
+    synonyms: dict[str, list[str]] = field(default_factory=dict)
+    protected_words: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -167,9 +210,21 @@ class CompareConfig:
     output_dir: str | None = None
 
 
+@dataclass
+class ReproduceConfig:
+    """``python -m prism.reproduce``: which run, where it is, and changes to its logged config."""
+
+    defaults: list[Any] = field(default_factory=list)
+    run_id: str = MISSING
+    tracking: TrackingConfig = MISSING
+    # key=value changes applied to the logged config, e.g. ["dataset.data_dir=/data"].
+    overrides: list[str] = field(default_factory=list)
+
+
 def register_configs() -> None:
     """Register the schemas so ``conf/config.yaml`` and ``conf/compare.yaml`` can name them in their defaults."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="prism_schema", node=PrismConfig)
+    ConfigStore.instance().store(name="reproduce_schema", node=ReproduceConfig)
     ConfigStore.instance().store(name="compare_schema", node=CompareConfig)

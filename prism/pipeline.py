@@ -31,7 +31,13 @@ from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canon
 log = logging.getLogger(__name__)
 
 # Config keys that are not run parameters: templates go to prompts/ artifacts, paths are per-machine.
-_UNLOGGED_PARAMS = ("defaults", "output_dir", "conditions.conditions", "dataset.cache_dir")
+# The perturbation sets' data (steps, formats, label sets, texts, word lists) goes there too;
+# conditions.seed stays a param.
+_UNLOGGED_PARAMS: tuple[str, ...] = (
+    "defaults", "output_dir", "conditions.conditions", "dataset.cache_dir",
+    *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
+                                      "synonyms", "protected_words")),
+)
 
 
 @dataclass(frozen=True)
@@ -106,14 +112,8 @@ def write_run_inputs(out: Path, cfg: Mapping[str, Any], frozen: FrozenSet, condi
     (out / "questions").mkdir(exist_ok=True)
     shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
     (out / "prompts").mkdir(exist_ok=True)
-    templates = {
-        "name": condition_set.name,
-        "template_version": condition_set.template_version,
-        "closing": condition_set.closing,
-        "baseline": condition_set.baseline,
-        "conditions": [{"name": c.name, "description": c.description, "template": c.template}
-                       for c in condition_set.conditions],
-    }
+    # The condition set as configured: templates, or the steps and the data they name (issue 8).
+    templates = {k: v for k, v in dict(cfg["conditions"]).items() if v not in (None, {}, [])}
     (out / "prompts" / f"{condition_set.name}.yaml").write_text(
         yaml.safe_dump(templates, sort_keys=False, allow_unicode=True), encoding="utf-8"
     )
@@ -136,7 +136,12 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
     return reused, missing
 
 
-def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir: str | None = None) -> RunResult:
+def run(
+    cfg: Mapping[str, Any],
+    output_dir: str | Path | None = None,
+    sweep_dir: str | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+) -> RunResult:
     """Run one experiment and record it as one MLflow run.
 
     Args:
@@ -144,6 +149,8 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
         output_dir: Where the run's files go; defaults to ``cfg['output_dir']`` or ``outputs/<time>``.
         sweep_dir: The multirun sweep directory when this run is one job of a sweep (tagged
             ``prism.sweep`` so the MLflow UI selects a sweep's runs together).
+        extra_tags: Tags set last, e.g. ``prism.kind=reproduction`` and ``prism.reproduces`` for a
+            reproduction.
 
     Returns:
         The finished run's id and metrics.
@@ -191,6 +198,7 @@ def run(cfg: Mapping[str, Any], output_dir: str | Path | None = None, sweep_dir:
     }
     if sweep_dir:
         tags["prism.sweep"] = sweep_dir
+    tags.update(extra_tags or {})
     run_name = f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}"
     run_id = tracker.start(run_name, tags)
     store = CompletionStore(cfg["store"]["path"]) if cfg["store"]["enabled"] else None

@@ -1,0 +1,297 @@
+"""Reproduce a logged run from its logged config, and diff the raw responses cell by cell.
+
+The reproduction bypasses the completion store (every cell is asked again), is recorded as a new MLflow
+run tagged ``prism.kind=reproduction`` and ``prism.reproduces=<run id>``, and carries its verdict and the
+cell-by-cell diff as artifacts under ``reproduction/``. Comparisons are pure functions over records;
+only :func:`reproduce` talks to MLflow and the model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from prism import __version__
+from prism.errors import PrismError
+
+log = logging.getLogger(__name__)
+
+Cell = tuple[str, str, int]
+
+
+class ReproduceError(PrismError, RuntimeError):
+    """The run to reproduce cannot be found or lacks what a reproduction needs."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One item compared between the logged run and this machine before re-running."""
+
+    item: str
+    logged: str
+    now: str
+
+    @property
+    def same(self) -> bool:
+        """Whether the item is unchanged."""
+        return self.logged == self.now
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a reproduction found."""
+
+    run_id: str
+    identical: bool
+    checks: list[Check]
+    cells: pd.DataFrame
+    metrics: pd.DataFrame
+
+    @property
+    def n_different(self) -> int:
+        """Cells whose response differs, or that only one side has."""
+        return int((self.cells["status"] != "identical").sum())
+
+
+def cell_key(record: Mapping[str, Any]) -> Cell:
+    """The (question, condition, repetition) a record answers."""
+    return (str(record["question_id"]), str(record["condition"]), int(record.get("repetition", 0)))
+
+
+def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Compare two runs' raw responses cell by cell.
+
+    A failed request (``error`` set) counts as its own outcome: a cell that failed in one run and was
+    answered in the other differs.
+
+    Returns:
+        One row per cell of either run, in a stable order, with ``status`` one of ``identical``,
+        ``different``, ``missing`` (only the original has it) or ``extra`` (only the reproduction has it),
+        and both responses and errors.
+    """
+    first = {cell_key(r): r for r in original}
+    second = {cell_key(r): r for r in again}
+    rows = []
+    for key in sorted(set(first) | set(second)):
+        a, b = first.get(key), second.get(key)
+        if a is None:
+            status = "extra"
+        elif b is None:
+            status = "missing"
+        else:
+            same = (a.get("response"), a.get("error") is None) == (b.get("response"), b.get("error") is None)
+            status = "identical" if same else "different"
+        rows.append({
+            "question_id": key[0], "condition": key[1], "repetition": key[2], "status": status,
+            "original_response": None if a is None else a.get("response"),
+            "reproduced_response": None if b is None else b.get("response"),
+            "original_error": None if a is None else a.get("error"),
+            "reproduced_error": None if b is None else b.get("error"),
+        })
+    return pd.DataFrame(rows, columns=["question_id", "condition", "repetition", "status", "original_response",
+                                       "reproduced_response", "original_error", "reproduced_error"])
+
+
+def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
+    """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    rows = []
+    for name in sorted(set(original) | set(again)):
+        a, b = original.get(name), again.get(name)
+        both_nan = a is not None and b is not None and pd.isna(a) and pd.isna(b)
+        same = both_nan or (a is not None and b is not None and abs(float(a) - float(b)) <= 1e-12)
+        rows.append({"metric": name, "original": a, "reproduced": b, "same": bool(same)})
+    return pd.DataFrame(rows, columns=["metric", "original", "reproduced", "same"])
+
+
+def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides (OmegaConf dotlist syntax) to a logged config."""
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.create(cfg), OmegaConf.from_dotlist(list(overrides)))
+    container = OmegaConf.to_container(merged, resolve=True)
+    assert isinstance(container, dict)
+    return {str(k): v for k, v in container.items()}
+
+
+def localize_data_dir(cfg: dict[str, Any]) -> Check | None:
+    """Use this machine's ``PRISM_DATA_DIR`` when the logged data directory does not exist here."""
+    logged = cfg["dataset"].get("data_dir")
+    here = os.environ.get("PRISM_DATA_DIR")
+    if logged and not Path(logged).is_dir() and here:
+        cfg["dataset"]["data_dir"] = here
+        return Check("dataset.data_dir", str(logged), here)
+    return None
+
+
+def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
+    """Compare what can be checked before re-running: versions, weights, question set, dataset."""
+    from prism.backends.base import create_backend
+    from prism.questions import freeze_question_set
+    from prism.tracking import git_state
+
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    backend = create_backend(cfg["model"])
+    try:
+        digest = backend.identity().digest
+    finally:
+        backend.close()
+    dataset = cfg["dataset"]
+    frozen = freeze_question_set(
+        dataset=dataset["name"], split=dataset["split"], n=int(dataset["n"]), seed=int(dataset["sample_seed"]),
+        data_dir=dataset.get("data_dir"), cache_dir=dataset.get("cache_dir") or ".prism/frozen",
+    )
+    return [
+        Check("prism.version", tags.get("prism.version", ""), __version__),
+        Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
+                                                                        else ""), commit + ("-dirty" if dirty else "")),
+        Check("prism.model_digest", tags.get("prism.model_digest", ""), digest),
+        Check("prism.question_set_sha256", tags.get("prism.question_set_sha256", ""), frozen.sha256),
+        Check("prism.dataset_version", tags.get("prism.dataset_version", ""), frozen.dataset_version),
+    ]
+
+
+def reproduce(run_id: str, tracking_uri: str | None, experiment: str, overrides: Sequence[str] = (),
+              output_dir: str | Path | None = None) -> Outcome:
+    """Re-run ``run_id`` from its logged config with the store bypassed, and diff the result.
+
+    Args:
+        run_id: The MLflow run to reproduce.
+        tracking_uri: Where it is (and where the reproduction is logged); None for MLflow's default.
+        experiment: Experiment for the reproduction run.
+        overrides: ``key=value`` changes to the logged config (e.g. a local ``dataset.data_dir``).
+        output_dir: Where the reproduction's files go.
+
+    Raises:
+        ReproduceError: If the run or its logged config cannot be read.
+    """
+    import mlflow
+
+    from prism.pipeline import run
+    from prism.store import read_jsonl
+    from prism.tracking import MlflowTracker
+
+    tracker = MlflowTracker(tracking_uri, experiment)
+    client = mlflow.tracking.MlflowClient(tracker.uri)
+    try:
+        logged = client.get_run(run_id)
+        config_path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="config/resolved.yaml",
+                                                          tracking_uri=tracker.uri)
+        responses_path = mlflow.artifacts.download_artifacts(
+            run_id=run_id, artifact_path="responses/responses.jsonl", tracking_uri=tracker.uri)
+    except Exception as exc:  # MLflow raises several types for a missing run or artifact
+        raise ReproduceError(f"cannot read run {run_id!r} and its logged config from {tracker.uri!r}: {exc}. "
+                             "Check the run id and tracking.uri / MLFLOW_TRACKING_URI.") from exc
+    cfg = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+    cfg = apply_overrides(cfg, overrides)
+    cfg["tracking"] = {"uri": tracker.uri, "experiment": experiment}
+    cfg["store"] = {**cfg.get("store", {}), "enabled": False}
+    moved = localize_data_dir(cfg)
+    checks = ([moved] if moved else []) + preflight(cfg, logged.data.tags)
+    for check in checks:
+        if not check.same:
+            log.warning("%s differs: logged %s, now %s", check.item, check.logged, check.now)
+    result = run(cfg, output_dir=output_dir,
+                 extra_tags={"prism.kind": "reproduction", "prism.reproduces": run_id})
+    cells = diff_cells(list(read_jsonl(responses_path)),
+                       list(read_jsonl(result.output_dir / "responses" / "responses.jsonl")))
+    metrics = diff_metrics(logged.data.metrics, result.metrics)
+    identical = bool((cells["status"] == "identical").all()) and not cells.empty
+    outcome = Outcome(result.run_id, identical, checks, cells, metrics)
+    _record(tracker, outcome, result.output_dir / "reproduction")
+    return outcome
+
+
+def _record(tracker: Any, outcome: Outcome, folder: Path) -> None:
+    """Write the diff and verdict next to the reproduction's other files and attach them to its run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    outcome.cells.to_csv(folder / "cells.csv", index=False)
+    outcome.metrics.to_csv(folder / "metrics.csv", index=False)
+    (folder / "verdict.json").write_text(json.dumps({
+        "identical": outcome.identical,
+        "cells": len(outcome.cells),
+        "different": outcome.n_different,
+        "checks": [{"item": c.item, "logged": c.logged, "now": c.now, "same": c.same} for c in outcome.checks],
+    }, indent=2), encoding="utf-8")
+    for path in sorted(folder.iterdir()):
+        tracker.log_artifact_to(outcome.run_id, path, "reproduction")
+    tracker.set_tags_on(outcome.run_id, {"prism.reproduction.identical": str(outcome.identical).lower()})
+
+
+def format_outcome(outcome: Outcome, reproduces: str) -> str:
+    """The terminal report: pre-run checks, verdict, and the first differing cells."""
+    lines = [f"Reproduction of {reproduces}: run {outcome.run_id}", "", "checks before re-running:"]
+    for check in outcome.checks:
+        mark = "same" if check.same else f"DIFFERS (logged {check.logged or '-'}, now {check.now or '-'})"
+        lines.append(f"  {check.item:<28} {mark}")
+    counts = outcome.cells["status"].value_counts().to_dict()
+    total = len(outcome.cells)
+    if outcome.identical:
+        lines += ["", f"IDENTICAL: all {total} responses are the same text."]
+    else:
+        lines += ["", f"DIFFERENT: {outcome.n_different} of {total} cells differ "
+                      f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})."]
+        digest = next((c for c in outcome.checks if c.item == "prism.model_digest"), None)
+        if digest is not None and not digest.same:
+            lines.append("  The model digest differs: new weights behind the same name are the likely cause.")
+        for row in outcome.cells[outcome.cells["status"] != "identical"].head(10).itertuples():
+            lines.append(f"  {row.status:<9} {row.question_id} {row.condition} rep {row.repetition}: "
+                         f"{_short(row.original_response)} -> {_short(row.reproduced_response)}")
+    changed = outcome.metrics[~outcome.metrics["same"]]
+    lines.append(f"metrics: {len(outcome.metrics) - len(changed)} same, {len(changed)} different"
+                 + ("" if changed.empty else f" ({', '.join(changed['metric'].head(8))}...)"))
+    lines.append("The cell-by-cell diff is the run's reproduction/cells.csv artifact.")
+    return "\n".join(lines)
+
+
+def _short(text: object, width: int = 40) -> str:
+    if text is None or (isinstance(text, float) and pd.isna(text)):
+        return "(none)"
+    flat = " ".join(str(text).split())
+    return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
+
+
+def main() -> None:
+    """``python -m prism.reproduce RUN_ID [tracking.uri=...] [overrides=[dataset.data_dir=DIR]]``."""
+    import sys
+
+    import hydra
+    from omegaconf import DictConfig, OmegaConf
+
+    from prism.config import register_configs
+
+    register_configs()
+    # A bare run id as the first argument reads better than run_id=...; Hydra only takes key=value.
+    if len(sys.argv) > 1 and "=" not in sys.argv[1] and not sys.argv[1].startswith("-"):
+        sys.argv[1] = f"run_id={sys.argv[1]}"
+
+    @hydra.main(version_base="1.3", config_path="../conf", config_name="reproduce")
+    def app(cfg: DictConfig) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from prism.tracking import resolve_tracking_uri
+
+        settings = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(settings, dict)
+        try:
+            outcome = reproduce(str(settings["run_id"]), resolve_tracking_uri(settings["tracking"].get("uri")),
+                                str(settings["tracking"]["experiment"]), settings.get("overrides") or [],
+                                HydraConfig.get().runtime.output_dir)
+        except PrismError as exc:
+            print(f"prism.reproduce: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        print(format_outcome(outcome, str(settings["run_id"])))
+        sys.exit(0 if outcome.identical else 1)
+
+    app()
+
+
+if __name__ == "__main__":
+    main()
