@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,11 +22,14 @@ from prism import __version__
 from prism.backends.base import Backend, Request, create_backend
 from prism.conditions import ConditionSet, condition_set_from_config, render_all
 from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
+from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import FrozenSet, freeze_question_set
+from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_all, write_results
+from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json
 
 log = logging.getLogger(__name__)
@@ -157,18 +161,64 @@ def run(
 
     Raises:
         PrismError: For any input, file or service that cannot be used; the MLflow run, if started,
-            is marked FAILED with what was collected so far.
+            is marked FAILED with what was collected so far. If MLflow itself fails mid-run, inference
+            still finishes and a TrackingError says how to upload the kept results.
     """
-    from tqdm import tqdm
-
-    from prism.tracking import MlflowTracker, git_state, resolve_tracking_uri
-
     out = Path(output_dir or cfg.get("output_dir") or default_output_dir())
     out.mkdir(parents=True, exist_ok=True)
+    plan = prepare(cfg, out)
+    with ExitStack() as resources:
+        resources.callback(plan.backend.close)
+        store = None
+        if cfg["store"]["enabled"]:
+            store = resources.enter_context(closing(CompletionStore(cfg["store"]["path"])))
+            resources.enter_context(experiment_lock(cfg["store"]["path"], plan.experiment_sha256))
+        tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
+        run_id = plan.tracker.start(plan.run_name, tags)
+        with _failing_run(plan.tracker, out):
+            records, n_fresh = ask(plan, cfg, store, out, run_id)
+    with _failing_run(plan.tracker, out):
+        scored = score_all(records, plan.frozen, plan.condition_set)
+        metrics = write_results(out, scored, plan.frozen, plan.condition_set, int(cfg["generation"]["repetitions"]))
+        plan.tracker.log_metrics(metrics)
+        for sub in ("config", "questions", "prompts", "responses", "results"):
+            for path in sorted((out / sub).glob("*")):
+                plan.tracker.log_artifact(path, sub)
+    plan.tracker.end("FINISHED")
+    if plan.tracker.offline:
+        raise TrackingError(
+            f"MLflow failed during the run ({plan.tracker.failure}). Inference finished and nothing is lost: the "
+            f"responses, results and a manifest of every tracking call are in {out}. When the tracking store "
+            f"is back, upload them with: python -m prism.upload {out}"
+        )
+    return RunResult(run_id, plan.tracker.uri, plan.tracker.experiment_id, metrics, out,
+                     n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run needs before its MLflow run starts: checked inputs, the model, the cells."""
+
+    condition_set: ConditionSet
+    frozen: FrozenSet
+    backend: Backend
+    identity: ModelIdentity
+    cells: list[Cell]
+    tracker: RecordingTracker
+    params: dict[str, str]
+    experiment_sha256: str
+    run_name: str
+
+
+def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
+    """Check every input and connect to the model and MLflow; nothing is asked yet.
+
+    The backend comes first, so a wrong model path or name is reported before any data is loaded; an
+    unreachable tracking store stops the run here, before any inference.
+    """
     condition_set = condition_set_from_config(cfg["conditions"])
-    dataset_cfg, model_cfg, generation = cfg["dataset"], cfg["model"], cfg["generation"]
-    # The backend first: a wrong model path or name is reported before any data is loaded.
-    backend: Backend = create_backend(model_cfg)
+    dataset_cfg = cfg["dataset"]
+    backend: Backend = create_backend(cfg["model"])
     try:
         frozen = freeze_question_set(
             dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
@@ -176,73 +226,73 @@ def run(
             cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
         )
         identity = backend.identity()
-        cells = make_cells(build_requests(frozen, condition_set, generation), identity, frozen.dataset, frozen.split)
+        requests = build_requests(frozen, condition_set, cfg["generation"])
+        cells = make_cells(requests, identity, frozen.dataset, frozen.split)
         write_run_inputs(out, cfg, frozen, condition_set)
-        tracker = MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"])
+        tracker = RecordingTracker(
+            MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"]), out
+        )
     except BaseException:
         backend.close()  # nothing was asked yet; release the model or connections before reporting
         raise
+    params = run_params(cfg, condition_set)
+    return Plan(
+        condition_set=condition_set, frozen=frozen, backend=backend, identity=identity, cells=cells,
+        tracker=tracker, params=params,
+        experiment_sha256=hashlib.sha256(canonical_json(params).encode()).hexdigest(),
+        run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}",
+    )
+
+
+def run_tags(plan: Plan, out: Path) -> dict[str, str]:
+    """The tags of DESIGN.md, plus the experiment hash, output directory and the model's details."""
     commit, dirty = git_state(Path(__file__).resolve().parent)
-    config_sha = hashlib.sha256(canonical_json(run_params(cfg, condition_set)).encode()).hexdigest()
-    tags = {
+    return {
         "prism.kind": "run",
-        "prism.model_digest": identity.digest,
-        "prism.question_set_sha256": frozen.sha256,
-        "prism.dataset_version": frozen.dataset_version,
+        "prism.model_digest": plan.identity.digest,
+        "prism.question_set_sha256": plan.frozen.sha256,
+        "prism.dataset_version": plan.frozen.dataset_version,
         "prism.git_commit": commit,
         "prism.git_dirty": str(dirty).lower(),
         "prism.version": __version__,
-        "prism.config_sha256": config_sha,
+        "prism.config_sha256": plan.experiment_sha256,
         "prism.output_dir": str(out.resolve()),
-        **{f"prism.model.{k}": v for k, v in identity.details.items()},
+        **{f"prism.model.{k}": v for k, v in plan.identity.details.items()},
     }
-    if sweep_dir:
-        tags["prism.sweep"] = sweep_dir
-    tags.update(extra_tags or {})
-    run_name = f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}"
-    run_id = tracker.start(run_name, tags)
-    store = CompletionStore(cfg["store"]["path"]) if cfg["store"]["enabled"] else None
-    response_log = ResponseLog(out / "responses" / "responses.jsonl")
-    records: list[dict[str, Any]] = []
-    try:
-        tracker.log_params(run_params(cfg, condition_set))
-        _warn_on_digest_change(tracker, identity, run_id)
-        tracker.log_question_set([q.to_dict() for q in frozen.questions],
-                                 name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
-                                 source=str(frozen.path.resolve()))
-        reused, missing = _reuse_stored(cells, store, identity, response_log)
-        records += reused
+
+
+def ask(plan: Plan, cfg: Mapping[str, Any], store: CompletionStore | None, out: Path,
+        run_id: str) -> tuple[list[dict[str, Any]], int]:
+    """Log the run's inputs, reuse stored cells, ask the model for the rest; return records and fresh count."""
+    from tqdm import tqdm
+
+    tracker, frozen, identity = plan.tracker, plan.frozen, plan.identity
+    tracker.log_params(plan.params)
+    _warn_on_digest_change(tracker, identity, run_id)
+    tracker.log_question_set([q.to_dict() for q in frozen.questions],
+                             name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
+                             source=str(frozen.path.resolve()))
+    with closing(ResponseLog(out / "responses" / "responses.jsonl")) as response_log:
+        records, missing = _reuse_stored(plan.cells, store, identity, response_log)
         missing_keys = {c.key for c in missing}
-        _tag_resumed(tracker, store, [c.key for c in cells if c.key not in missing_keys], run_id)
-        log.info("%d of %d cells from the store; asking %s for %d", len(reused), len(cells), identity.name,
+        _tag_resumed(tracker, store, [c.key for c in plan.cells if c.key not in missing_keys], run_id)
+        log.info("%d of %d cells from the store; asking %s for %d", len(records), len(plan.cells), identity.name,
                  len(missing))
         with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
                   disable=not missing) as bar:
-            records += collect(backend, identity, missing, response_log, store, run_id, lambda _: _advance(bar))
-    except BaseException:
-        response_log.close()
-        _log_partial(tracker, out)
-        tracker.end("FAILED")
-        raise
-    finally:
-        backend.close()
-        if store is not None:
-            store.close()
-    response_log.close()
+            records += collect(plan.backend, identity, missing, response_log, store, run_id, lambda _: _advance(bar))
+    return records, len(missing)
+
+
+@contextmanager
+def _failing_run(tracker: RecordingTracker, out: Path) -> Iterator[None]:
+    """On any error, upload what was collected and mark the MLflow run FAILED, then re-raise."""
     try:
-        scored = score_all(records, frozen, condition_set)
-        metrics = write_results(out, scored, frozen, condition_set, int(generation["repetitions"]))
-        tracker.log_metrics(metrics)
-        for sub in ("config", "questions", "prompts", "responses", "results"):
-            for path in sorted((out / sub).glob("*")):
-                tracker.log_artifact(path, sub)
+        yield
     except BaseException:
         _log_partial(tracker, out)
         tracker.end("FAILED")
         raise
-    tracker.end("FINISHED")
-    return RunResult(run_id, tracker.uri, tracker.experiment_id, metrics, out,
-                     n_cached=len(cells) - len(missing), n_fresh=len(missing))
 
 
 def _advance(bar: Any) -> None:
