@@ -24,6 +24,7 @@ log = logging.getLogger("prism")
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Run one PRISM experiment (one job of a sweep under ``-m``)."""
+    from prism.conditions import condition_set_from_config
     from prism.errors import PrismError
     from prism.pipeline import run
     from prism.summary import format_summary
@@ -38,12 +39,17 @@ def main(cfg: DictConfig) -> None:
         log.debug("run failed", exc_info=True)
         print(f"prism: error: {exc}", file=sys.stderr)
         sys.exit(1)
-    names = [c["name"] for c in container["conditions"]["conditions"]]
+    names = condition_set_from_config(container["conditions"]).names
     print(format_summary(result.metrics, names))
     print(f"\nMLflow run {result.run_id} (experiment id {result.experiment_id}); "
           f"{result.n_cached} responses from the store, {result.n_fresh} new.")
-    print(f"Open it: mlflow ui --backend-store-uri {result.tracking_uri}")
-    print(f"         then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id}")
+    run_path = f"#/experiments/{result.experiment_id}/runs/{result.run_id}"
+    if result.tracking_uri.startswith(("http://", "https://")):
+        # A tracking server serves its own UI; `mlflow ui` only opens a local store.
+        print(f"Open it: {result.tracking_uri.rstrip('/')}/{run_path}")
+    else:
+        print(f"Open it: mlflow ui --backend-store-uri {result.tracking_uri}")
+        print(f"         then http://127.0.0.1:5000/{run_path}")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,15 @@ reuses them, a larger ``generation.repetitions`` extends them, and an interrupte
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from prism.errors import PrismError
 from prism.types import canonical_json, sha256_text
@@ -34,8 +37,36 @@ CREATE TABLE IF NOT EXISTS completions (
 """
 
 
+# How long a writer waits for another process's lock before the store reports it locked.
+_BUSY_TIMEOUT_S = 60.0
+
+
+log = logging.getLogger(__name__)
+
+
 class StoreError(PrismError, RuntimeError):
     """The store or the response log cannot be used as it is; the message says why and what to do."""
+
+
+# What to do about a failed write, by cause; anything else gets the generic advice.
+_WRITE_FIXES = {
+    errno.ENOSPC: "Free disk space",
+    errno.EDQUOT: "Free space within your disk quota",
+    errno.EROFS: "Make the file system writable again",
+    errno.EACCES: "Make the file writable",
+}
+
+
+def _write_fix(exc: BaseException) -> str:
+    """The fix for a failed write, from its errno (OSError) or SQLite's message (sqlite3)."""
+    if isinstance(exc, OSError) and exc.errno in _WRITE_FIXES:
+        return _WRITE_FIXES[exc.errno]
+    text = str(exc).lower()
+    if "full" in text:
+        return _WRITE_FIXES[errno.ENOSPC]
+    if "readonly" in text or "read-only" in text:
+        return _WRITE_FIXES[errno.EROFS]
+    return "Fix the cause above"
 
 
 def store_key(backend: str, digest: str, prompt_sha256: str, generation: Mapping[str, Any], repetition: int) -> str:
@@ -53,6 +84,27 @@ def store_key(backend: str, digest: str, prompt_sha256: str, generation: Mapping
     )
 
 
+def _enable_wal(db: sqlite3.Connection, timeout_s: float = _BUSY_TIMEOUT_S) -> None:
+    """Put the database in WAL mode, waiting out another process that is doing the same.
+
+    Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is locked" at
+    once, without its busy timeout, when another connection opens the same new file at that moment: the
+    parallel jobs of a sweep (joblib, Ray) all open one store as they start. The mode is stored in the
+    file, so a retry usually finds it already set by the winner and returns at once.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
 class CompletionStore:
     """A SQLite table of observed completions; failed requests are never stored, so they are retried."""
 
@@ -63,8 +115,8 @@ class CompletionStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # WAL lets several runs read while one writes; the timeout makes a second writer wait
             # instead of failing on a locked database.
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            _enable_wal(self._db)
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(_SCHEMA)
             (check,) = self._db.execute("PRAGMA quick_check").fetchone()
@@ -74,11 +126,22 @@ class CompletionStore:
                 "a fresh one (store.path=NEW) or run with store.enabled=false."
             ) from exc
         if check != "ok":
-            raise StoreError(f"the completion store {str(self.path)!r} failed its integrity check: {check}.")
+            self._db.close()
+            found = "; ".join(str(check).split("\n")[:3])  # SQLite lists every damaged cell: keep one paragraph
+            raise StoreError(
+                f"the completion store {str(self.path)!r} failed its integrity check ({found}); it was not used "
+                "or changed. Move it aside to start a fresh one (store.path=NEW) or run with store.enabled=false."
+            )
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored completion for ``key``, or None; a record whose checksum fails is an error."""
-        row = self._db.execute("SELECT record, record_sha256 FROM completions WHERE key = ?", (key,)).fetchone()
+        try:
+            row = self._db.execute("SELECT record, record_sha256 FROM completions WHERE key = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:  # e.g. a page damaged after the integrity check at open
+            raise StoreError(
+                f"cannot read the completion store {str(self.path)!r} ({exc}); it is damaged. Move it aside "
+                "(store.path=NEW) and rerun, or run with store.enabled=false."
+            ) from exc
         if row is None:
             return None
         record_text, record_sha = row
@@ -108,11 +171,20 @@ class CompletionStore:
     ) -> None:
         """Store a completion once; a key already present is left as it was (first answer wins)."""
         text = canonical_json(dict(record))
-        self._db.execute(
-            "INSERT OR IGNORE INTO completions VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (key, backend, digest, prompt_sha256, canonical_json(dict(generation)), repetition, text,
-             sha256_text(text), run_id, created_at),
-        )
+        try:
+            self._db.execute(
+                "INSERT OR IGNORE INTO completions VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, backend, digest, prompt_sha256, canonical_json(dict(generation)), repetition, text,
+                 sha256_text(text), run_id, created_at),
+            )
+        except sqlite3.DatabaseError as exc:
+            # "database or disk is full", "attempt to write a readonly database", I/O errors: SQLite rolls
+            # the statement back, so the store holds every earlier completion and no part of this one.
+            raise StoreError(
+                f"could not write a completion to the store {str(self.path)!r} ({exc}). The run stopped here; "
+                f"the store still holds every completion written before, and none in part. {_write_fix(exc)}, "
+                "then run the same command again: stored completions are reused, not asked again."
+            ) from exc
 
     def close(self) -> None:
         """Close the database."""
@@ -120,40 +192,108 @@ class CompletionStore:
 
 
 class ResponseLog:
-    """The run's ``responses.jsonl``: one JSON object per line, appended, flushed and fsynced."""
+    """The run's ``responses.jsonl``: one JSON object per line, appended and fsynced.
+
+    Each record is written with ``os.write`` on an unbuffered descriptor, so no bytes of a failed write wait
+    in a buffer for a later flush or ``close`` to add to the file. A write that fails (disk full, read-only
+    file system) is cut back off the file when the file system allows, and the log then refuses every
+    later append: a record is never written after a half-written one. A new run opens its own file (Hydra
+    gives every run its own output directory); reopening a file whose last line a killed writer left
+    unfinished cuts that tail off first, so the next record never joins it.
+    """
 
     def __init__(self, path: str | Path) -> None:
         """Open ``path`` for appending (creating parent directories)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] = self.path.open("a", encoding="utf-8")
+        self._failure: str | None = None
+        fd = -1
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = fd
+            self._cut_torn_tail()
+        except OSError as exc:
+            if fd >= 0:
+                os.close(fd)
+            raise StoreError(
+                f"cannot open the response log {str(self.path)!r} for writing ({exc.strerror or exc}). "
+                f"{_write_fix(exc)}, then run the same command again."
+            ) from exc
+
+    def _cut_torn_tail(self) -> None:
+        """Remove an unfinished last line (a writer killed mid-record): it was never a record."""
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return
+        with self.path.open("rb") as handle:
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            handle.seek(0)
+            keep = handle.read().rfind(b"\n") + 1  # read whole only on this rare path, after a kill
+        log.warning("%s ends with an unfinished record (%d bytes, a writer was killed mid-write); cutting it off "
+                    "before appending", self.path, size - keep)
+        os.ftruncate(self._fd, keep)
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Write one record durably before returning."""
-        self._handle.write(json.dumps(dict(record), ensure_ascii=False, sort_keys=True) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        """Write one record durably before returning.
+
+        Raises:
+            StoreError: If the write or fsync fails, or an earlier append of this log failed.
+        """
+        if self._failure is not None:
+            raise StoreError(f"the response log {str(self.path)!r} takes no more records after a failed write "
+                             f"({self._failure}).")
+        data = memoryview((json.dumps(dict(record), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+        start = os.fstat(self._fd).st_size
+        try:
+            while data:  # a short write (the disk filling up) returns the bytes that fit; write the rest
+                written = os.write(self._fd, data)
+                if written <= 0:  # never for a regular file; guards the loop against spinning
+                    raise OSError(errno.EIO, "the write made no progress")
+                data = data[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._failure = f"{exc.strerror or exc}"
+            try:
+                os.ftruncate(self._fd, start)
+                left = "the unfinished record was removed"
+            except OSError:  # a read-only file system refuses this too; readers skip a torn last line
+                left = "an unfinished last line may remain, which readers skip"
+            raise StoreError(
+                f"could not write a raw response to {str(self.path)!r} ({self._failure}). The run stopped here; "
+                f"every response written before is kept and {left}. {_write_fix(exc)}, then run the same "
+                "command again: completions already in the store are reused, not asked again."
+            ) from exc
 
     def close(self) -> None:
-        """Close the file."""
-        self._handle.close()
+        """Close the file; every record is already fsynced, so a failing close loses nothing."""
+        try:
+            os.close(self._fd)
+        except OSError as exc:
+            log.warning("closing %s failed (%s); every record was already fsynced", self.path, exc)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL file, skipping a torn last line left by a kill.
+    """Yield the records of a JSONL file, skipping (with a warning) a torn last line left by a kill.
+
+    Lines are decoded one by one: a kill can cut the last line inside a multi-byte character.
 
     Raises:
-        StoreError: If a line other than the last is not a JSON object (naming file and line).
+        StoreError: If a line other than the last is not UTF-8 or not a JSON object (naming file and line).
     """
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    complete = lines[:-1]  # text after the last newline was never finished
-    for number, line in enumerate(complete, start=1):
-        if not line.strip():
+    lines = Path(path).read_bytes().split(b"\n")
+    if lines[-1].strip():  # text after the last newline was never finished
+        log.warning("%s:%d is an unfinished last line (a writer was killed mid-record); skipped", path, len(lines))
+    for number, raw in enumerate(lines[:-1], start=1):
+        if not raw.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{path}:{number} is not a JSON record ({exc.msg}).") from exc
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise StoreError(f"{path}:{number} is not valid UTF-8.") from exc
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting too deep to parse
+            raise StoreError(f"{path}:{number} is not a JSON record ({getattr(exc, 'msg', exc)}).") from exc
         if not isinstance(record, dict):
             raise StoreError(f"{path}:{number} is not a JSON object.")
         yield record

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +76,29 @@ def test_reader_names_file_and_line_of_a_corrupt_record(tmp_path: Path) -> None:
     path.write_text('{"a": 1}\nnot json\n{"a": 2}\n')
     with pytest.raises(StoreError, match=r"responses.jsonl:2"):
         list(read_jsonl(path))
+
+
+def _open_and_put(path: str, worker: int, barrier: Any) -> None:
+    barrier.wait()  # every process opens the new store at the same moment, as a parallel sweep's jobs do
+    store = CompletionStore(path)  # an error here ends the process with exit code 1 and its traceback
+    for i in range(5):
+        put(store, f"k{i}", response=str(worker))
+    store.close()
+
+
+def test_parallel_jobs_can_all_open_one_new_store_at_once(tmp_path: Path) -> None:
+    # Switching a new file to WAL fails at once with "database is locked" (no busy wait) for a process
+    # that races another doing the same; before the retry, most runs of this test lost a job in some round.
+    context = multiprocessing.get_context("fork")
+    for round_ in range(40):
+        path = str(tmp_path / f"s{round_}.sqlite")
+        barrier = context.Barrier(6)
+        workers = [context.Process(target=_open_and_put, args=(path, w, barrier)) for w in range(6)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert [w.exitcode for w in workers] == [0] * 6, f"round {round_}"
+        store = CompletionStore(path)
+        assert store.get("k0") is not None and len(store.producers([f"k{i}" for i in range(5)])) == 5
+        store.close()
