@@ -41,6 +41,11 @@ class ModelConfig:
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 8.0
     num_ctx: int | None = None
+    # OpenAI-compatible servers: server-specific fields added to every chat request (they are part of the
+    # model digest, since the store key holds only the canonical parameters), and whether generation.top_k
+    # is sent; top_k is not an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    send_top_k: bool = False
 
 
 @dataclass
@@ -135,6 +140,8 @@ class TrackingConfig:
 
     uri: str | None = None
     experiment: str = "prism"
+    # tracking=server sets this: no URI is then an error, not a silent fall back to a local file.
+    require_server: bool = False
 
 
 @dataclass
@@ -203,6 +210,10 @@ class CompareConfig:
     # Bootstrap resamples (B) and seed of every interval.
     bootstrap: int = 2000
     seed: int = 0
+    # Shifts (issue 9): difference measures (answer, token_jaccard, edit_distance) and label permutations
+    # behind each step's p-value.
+    measures: list[str] = field(default_factory=lambda: ["answer"])
+    permutations: int = 2000
     # Compare runs whose question set, template version, parser version or generation parameters
     # differ; the comparison run records that it was used.
     allow_mismatch: bool = False

@@ -21,6 +21,7 @@ import yaml
 from prism import __version__
 from prism.backends.base import Backend, Request, create_backend
 from prism.conditions import ConditionSet, condition_set_from_config, render_all
+from prism.errors import ConfigError
 from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
@@ -30,7 +31,7 @@ from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_all, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
-from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json
+from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json, safe_filename
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,30 @@ def repetition_seed(seed: int, repetition: int) -> int:
     if repetition == 0:
         return seed
     return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
+
+
+def check_generation(generation: Mapping[str, Any]) -> None:
+    """Refuse generation values that Hydra's types allow but no backend can honour as meant.
+
+    A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
+    full" and a negative seed as "pick a random one", which would quietly change what is measured.
+
+    Raises:
+        ConfigError: Naming the key, the value and the accepted range.
+    """
+    rules: list[tuple[str, Any, str]] = [
+        ("repetitions", lambda v: v >= 1, "a whole number >= 1"),
+        ("max_tokens", lambda v: v >= 1, "a whole number >= 1"),
+        ("temperature", lambda v: 0 <= v < float("inf"), "a number >= 0 (0 is greedy decoding)"),
+        ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
+        ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
+        ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
+    ]
+    for key, valid, accepted in rules:
+        value = generation.get(key)
+        if not valid(value):
+            raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
+                              f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
 
 
 def build_requests(frozen: FrozenSet, condition_set: ConditionSet, generation: Mapping[str, Any]) -> list[Request]:
@@ -118,7 +143,8 @@ def write_run_inputs(out: Path, cfg: Mapping[str, Any], frozen: FrozenSet, condi
     (out / "prompts").mkdir(exist_ok=True)
     # The condition set as configured: templates, or the steps and the data they name (issue 8).
     templates = {k: v for k, v in dict(cfg["conditions"]).items() if v not in (None, {}, [])}
-    (out / "prompts" / f"{condition_set.name}.yaml").write_text(
+    # The set's name is config text: safe_filename keeps conditions.name=../x from writing outside prompts/.
+    (out / "prompts" / f"{safe_filename(condition_set.name)}.yaml").write_text(
         yaml.safe_dump(templates, sort_keys=False, allow_unicode=True), encoding="utf-8"
     )
 
@@ -216,6 +242,7 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
     The backend comes first, so a wrong model path or name is reported before any data is loaded; an
     unreachable tracking store stops the run here, before any inference.
     """
+    check_generation(cfg["generation"])
     condition_set = condition_set_from_config(cfg["conditions"])
     dataset_cfg = cfg["dataset"]
     backend: Backend = create_backend(cfg["model"])
@@ -225,12 +252,17 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
             seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
             cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
         )
+        report_dropped(frozen)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg["generation"])
         cells = make_cells(requests, identity, frozen.dataset, frozen.split)
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
-            MlflowTracker(resolve_tracking_uri(cfg["tracking"].get("uri")), cfg["tracking"]["experiment"]), out
+            MlflowTracker(
+                resolve_tracking_uri(cfg["tracking"].get("uri"), bool(cfg["tracking"].get("require_server"))),
+                cfg["tracking"]["experiment"],
+            ),
+            out,
         )
     except BaseException:
         backend.close()  # nothing was asked yet; release the model or connections before reporting
@@ -242,6 +274,27 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
         experiment_sha256=hashlib.sha256(canonical_json(params).encode()).hexdigest(),
         run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}",
     )
+
+
+_DROP_TEXT = {
+    "not_four_options": "without exactly four options",
+    "repeated_options": "with repeated options",
+    "answer_not_in_labels": "whose answer key is not one of their labels",
+}
+
+
+def report_dropped(frozen: FrozenSet) -> None:
+    """Say how many source questions were left out of the pool and why; a bad answer key is a warning.
+
+    Counts per reason are also tagged on the run (``prism.dropped.<reason>``, see :func:`run_tags`).
+    """
+    dropped = {reason: count for reason, count in frozen.dropped.items() if count}
+    if not dropped:
+        return
+    level = logging.WARNING if dropped.get("answer_not_in_labels") else logging.INFO
+    log.log(level, "%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
+            sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
+            "; ".join(f"{count} {_DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
 
 
 def run_tags(plan: Plan, out: Path) -> dict[str, str]:
@@ -258,6 +311,7 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
         "prism.config_sha256": plan.experiment_sha256,
         "prism.output_dir": str(out.resolve()),
         **{f"prism.model.{k}": v for k, v in plan.identity.details.items()},
+        **{f"prism.dropped.{reason}": str(count) for reason, count in plan.frozen.dropped.items()},
     }
 
 

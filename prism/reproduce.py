@@ -281,7 +281,8 @@ def main() -> None:
         settings = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(settings, dict)
         try:
-            outcome = reproduce(str(settings["run_id"]), resolve_tracking_uri(settings["tracking"].get("uri")),
+            outcome = reproduce(str(settings["run_id"]), resolve_tracking_uri(settings["tracking"].get("uri"),
+                                                     bool(settings["tracking"].get("require_server"))),
                                 str(settings["tracking"]["experiment"]), settings.get("overrides") or [],
                                 HydraConfig.get().runtime.output_dir)
         except PrismError as exc:

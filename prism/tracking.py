@@ -34,11 +34,20 @@ class TrackingError(PrismError, RuntimeError):
     """The tracking store cannot be reached or written."""
 
 
-def resolve_tracking_uri(configured: str | None) -> str | None:
-    """``tracking.uri`` when set, else ``MLFLOW_TRACKING_URI``, else None (MLflow's default store)."""
-    if configured:
-        return configured
-    return os.environ.get("MLFLOW_TRACKING_URI") or None
+def resolve_tracking_uri(configured: str | None, require_server: bool = False) -> str | None:
+    """``tracking.uri`` when set, else ``MLFLOW_TRACKING_URI``, else None (MLflow's default store).
+
+    Raises:
+        TrackingError: If ``require_server`` (``tracking=server``) and neither names a store: falling back
+            to a local file would scatter a team's runs over the machines that made them.
+    """
+    uri = configured or os.environ.get("MLFLOW_TRACKING_URI") or None
+    if uri is None and require_server:
+        raise TrackingError(
+            "tracking=server needs the tracking server's address: pass tracking.uri=http://HOST:5000 or set "
+            "MLFLOW_TRACKING_URI (use tracking=local for MLflow's local store)."
+        )
+    return uri
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:

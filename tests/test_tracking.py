@@ -58,3 +58,11 @@ def test_earlier_digests_finds_runs_by_params_in_this_experiment_only(tmp_path: 
     assert tracker.earlier_digests(wanted) == {"d1": [ids["a"]], "d2": [ids["b"]]}
     assert tracker.earlier_digests(wanted, exclude_run_id=ids["b"]) == {"d1": [ids["a"]]}
     assert tracker.earlier_digests({"model.name": "it's"}) == {}  # not expressible: no answer, not a wrong one
+
+
+def test_tracking_server_without_an_address_is_an_error_not_a_local_fallback(monkeypatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(TrackingError, match="tracking=server needs the tracking server's address"):
+        resolve_tracking_uri(None, require_server=True)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team:5000")
+    assert resolve_tracking_uri(None, require_server=True) == "http://team:5000"

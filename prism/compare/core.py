@@ -16,7 +16,10 @@ from typing import Any
 
 import pandas as pd
 
+from prism.compare.noise import check_measures, gee_table, shifts_table
+from prism.compare.report import ReportContext, gather_evidence
 from prism.compare.select import (
+    CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
     SCORED_ARTIFACT,
     CompareError,
@@ -27,6 +30,7 @@ from prism.compare.select import (
     fetch_runs,
     find_mismatches,
     label_runs,
+    load_families,
     load_prompts,
     load_scored,
     search_candidates,
@@ -40,6 +44,7 @@ from prism.compare.tables import (
     divergence_table,
     sensitivity_table,
 )
+from prism.shifts import DEFAULT_MEASURE
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +55,7 @@ SIGNIFICANCE = 0.05
 
 @dataclass
 class ComparisonResult:
-    """What a comparison produced (the report of a later issue reads it whole).
+    """What a comparison produced.
 
     Attributes:
         run_id: The comparison's MLflow run id.
@@ -59,8 +64,9 @@ class ComparisonResult:
         runs: The compared runs, labelled, in table order.
         mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
         tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
-            ``differences``) to DataFrame; the last three only with two or more runs.
-        files: Every file uploaded under ``comparison/``.
+            ``differences``, ``shifts``, ``gee_wald``) to DataFrame; divergence, condition_disagreement
+            and differences only with two or more runs.
+        files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
         baseline: The baseline condition.
@@ -129,18 +135,31 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
                 log.warning("%s; the differences table will lack prompt texts for it", exc)
                 prompts = {}
             conditions = run.conditions or tuple(dict.fromkeys(cells["condition"]))
-            models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts))
+            models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts, model=run.model,
+                                     axis=run.params.get("conditions.name", ""),
+                                     dataset=run.params.get("dataset.name", ""), families=_families(run, uri, dst)))
     return models
 
 
-def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
-    """Every comparison table; with one model, only sensitivity and the accuracy behind its heatmap.
+def _families(run: RunSummary, uri: str | None, dst: Path) -> dict[str, str]:
+    """The run's condition families (issue 9's clustered model); a run without them falls back, with a warning."""
+    try:
+        return load_families(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
+    except CompareError as exc:
+        log.warning("%s; the clustered model uses the condition set's name as the family of %s", exc, run.label)
+        return {}
+
+
+def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
+                 measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000) -> dict[str, pd.DataFrame]:
+    """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
     Raises:
-        CompareError: If a model lacks the baseline condition.
+        CompareError: If a model lacks the baseline condition, or a measure is unknown.
     """
     try:
         tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
+        measures = check_measures(measures)
     except ValueError as exc:
         raise CompareError(str(exc)) from exc
     tables["accuracy"] = accuracy_table(models, n_boot=n_boot, seed=seed)
@@ -148,6 +167,9 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed)
         tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
         tables["differences"] = differences_table(models)
+    # Change beyond noise (issue 9): shifts per step and measure, and the clustered model of consistency.
+    tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
+    tables["gee_wald"] = gee_table(models, baseline)
     return tables
 
 
@@ -180,6 +202,9 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
             pair = f"{row.model_a}_vs_{row.model_b}"
             for name in ("disagreement", "kappa", "excess"):
                 metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
+    if "shifts" in tables:  # issue 9: how many steps are shifts, per model and measure
+        for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
+            metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
     return metrics
 
 
@@ -195,17 +220,20 @@ def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     return paths
 
 
-def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
-    """Write every file of the comparison into ``out``: the tables as CSV, then the plots as PNG.
+def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext) -> list[Path]:
+    """Write every file of the comparison into ``out``: the tables as CSV, the plots as PNG, the report page.
 
-    Everything returned is uploaded under ``comparison/``; a new output (a report page, another table)
-    is added here.
+    Everything returned is uploaded under ``comparison/``; a new output (another table) is added here.
     """
     from prism.compare.plots import write_plots
+    from prism.compare.report import write_report
 
     files = write_tables(out, tables)
-    files += write_plots(out, tables["accuracy"], tables["sensitivity"], tables.get("divergence", pd.DataFrame()),
-                         tables.get("condition_disagreement", pd.DataFrame()))
+    figures = write_plots(out, tables["accuracy"], tables["sensitivity"], tables.get("divergence", pd.DataFrame()),
+                          tables.get("condition_disagreement", pd.DataFrame()))
+    files += figures
+    # The page embeds the figures and reads the tables, so it is written last.
+    files.append(write_report(out, tables, figures, report))
     return files
 
 
@@ -232,11 +260,15 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
     n_boot, seed, baseline = int(cfg.get("bootstrap", 2000)), int(cfg.get("seed", 0)), str(cfg.get("baseline", "P0"))
     if n_boot < 1:
         raise CompareError(f"bootstrap must be at least 1, got {n_boot}")
+    measures = [str(m) for m in cfg.get("measures") or [DEFAULT_MEASURE]]
+    permutations = int(cfg.get("permutations", 2000))
+    if permutations < 1:
+        raise CompareError(f"permutations must be at least 1, got {permutations}")
     allow_mismatch = bool(cfg.get("allow_mismatch", False))
     selection = selection_from_config(cfg)
     tracking = cfg.get("tracking") or {}
     experiment = str(tracking.get("experiment") or "prism")
-    uri = resolve_tracking_uri(tracking.get("uri")) or mlflow.get_tracking_uri()
+    uri = resolve_tracking_uri(tracking.get("uri"), bool(tracking.get("require_server"))) or mlflow.get_tracking_uri()
     client = mlflow.tracking.MlflowClient(uri)
     runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
 
@@ -251,17 +283,23 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
 
     models = load_models(runs, uri)
-    tables = build_tables(models, baseline, n_boot, seed)
+    tables = build_tables(models, baseline, n_boot, seed, measures, permutations)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     metrics = headline_metrics(tables, n_questions)
 
-    out = Path(output_dir or cfg.get("output_dir") or _default_output_dir())
-    files = write_outputs(out / ARTIFACT_DIR, tables)
+    evidence = gather_evidence(client, runs, uri)  # what the report shows of each run, read through MLflow
 
+    out = Path(output_dir or cfg.get("output_dir") or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
-    run_id = tracker.start(_run_name(runs), _tags(runs, selection, mismatches, allow_mismatch, out))
+    tags = _tags(runs, selection, mismatches, allow_mismatch, out)
+    run_id = tracker.start(_run_name(runs), tags)
     try:
-        tracker.log_params(_params(runs, selection, baseline, n_boot, seed, allow_mismatch))
+        # Written once the run exists, so the report can name the comparison run it belongs to.
+        report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
+                               seed, allow_mismatch, tags["prism.git_commit"], tags["prism.version"])
+        files = write_outputs(out / ARTIFACT_DIR, tables, report)
+        tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
+                            "measures": ",".join(measures), "permutations": str(permutations)})
         tracker.log_metrics(metrics)
         for path in files:
             tracker.log_artifact(path, ARTIFACT_DIR)
