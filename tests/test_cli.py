@@ -76,6 +76,7 @@ def test_help_lists_the_config_groups() -> None:
     done = subprocess.run([sys.executable, "-m", "prism", "--help"], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0
-    groups = ("model: gemma2, gemma3_270m, llama3, mistral, qwen2_5, replay, smollm2", "dataset: arc_challenge, sciq")
+    groups = ("model: gemma2, gemma3_270m, llama3, mistral, openai, qwen2_5, replay, smollm2, vllm_example",
+              "dataset: arc_challenge, sciq")
     for line in groups:
         assert line in done.stdout

@@ -62,13 +62,14 @@ class RemoteSettings:
 def quiet_transport_logs() -> None:
     """Keep httpx from logging one INFO line per request, unless its logger was configured on purpose.
 
-    Both official clients (ollama, openai) send through httpx, which logs every request at INFO; under
-    Hydra's INFO logging that is hundreds of lines beside the progress bar. Retries and failures are
-    logged by PRISM itself, at WARNING.
+    Both official clients send through httpx (ollama) or its successor httpx2 (openai 3.x), which log every
+    request at INFO; under Hydra's INFO logging that is hundreds of lines beside the progress bar. Retries
+    and failures are logged by PRISM itself, at WARNING.
     """
-    logger = logging.getLogger("httpx")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
 
 
 def _number(model_cfg: Mapping[str, Any], key: str, default: float) -> float:

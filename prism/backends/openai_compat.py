@@ -1,0 +1,560 @@
+"""OpenAI-compatible backend: chat completions from any server that speaks the OpenAI API.
+
+vLLM, SGLang, TGI, llama.cpp's servers, LM Studio, Ollama's ``/v1`` and hosted APIs all answer
+``POST {base_url}/chat/completions``; this backend asks them through the official ``openai`` client, one
+non-streamed request per cell with the prompt as the single user message.
+
+Key. ``model.api_key_env`` names the environment variable that holds the API key; the key itself is
+never in the config, a log line, an artifact, a param, a tag, a record or an error message. With
+``api_key_env`` null a fixed placeholder is sent (never ``OPENAI_API_KEY``, which the client would
+otherwise read on its own and hand to whatever server ``base_url`` names).
+
+Identity. Before the first cell, the model list (``GET /models``) must name ``model.name``, and a one-token
+probe chat reply tells what the server says answered: the reply's ``model`` (a hosted alias such as
+``gpt-4o`` resolves to a dated snapshot) and its ``system_fingerprint``. The digest is the sha256 of the
+canonical JSON of what is known::
+
+    {"base_url", "model", "served_model", "system_fingerprint", "listing", "extra_body", "send_top_k"}
+
+``listing`` is the model's entry in the model list without ``created`` and ``permission(s)`` (vLLM and
+llama.cpp's server put the time of the request there). ``extra_body`` and ``send_top_k`` are in it because
+they change what the server is asked beyond the canonical parameters, which are all the store key
+holds otherwise. Only a ``system_fingerprint`` counts as pinning what answered: an id, a path or a
+listing can point at other weights tomorrow. When there is none (vLLM, SGLang, llama-cpp-python), the run
+logs a WARNING and is tagged ``prism.model.pinned=false``: it cannot be reproduced bit for bit. A reply
+whose ``model`` or ``system_fingerprint`` differs from the probe's is kept (hosted APIs rotate
+fingerprints) with a WARNING, and every record carries what its reply said under
+``backend_options.served``.
+
+Fields. ``temperature``, ``max_tokens`` and ``seed`` are always sent, ``top_p`` when set. ``top_k`` is not
+an OpenAI field (OpenAI's API rejects it); it is sent only with ``model.send_top_k=true``, for servers
+that accept it (vLLM, SGLang, llama.cpp's servers), and otherwise recorded as
+``backend_options.not_sent`` with a WARNING. ``model.extra_body`` adds server-specific fields to every
+request (llama-cpp-python's server defaults ``repeat_penalty`` to 1.1 where the library uses 1.0).
+
+Faults, retries and concurrency are those of the Ollama backend (:mod:`prism.backends.retry`,
+:mod:`prism.backends.remote`): a refused, dropped or timed-out connection and 408/429/502/503/504 are
+retried within ``model.retry_budget_s`` honouring ``Retry-After``, then the run stops with a
+:class:`BackendError`; 401/403/404 stop the run; any other error status, or a body that is not a chat
+completion, is a failed request (``error`` set) that the next run asks again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prism.backends.base import BackendError, Request
+from prism.backends.remote import RemoteSettings, quiet_transport_logs
+from prism.backends.retry import RetriesExhausted, Transient, call_with_retries, transient_status
+from prism.types import Completion, ModelIdentity, canonical_json
+
+if TYPE_CHECKING:
+    import openai
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Sent as the key when ``model.api_key_env`` is null: servers without auth ignore it, and the client
+#: must not fall back to ``OPENAI_API_KEY`` on its own.
+NO_KEY = "prism-no-key"
+#: Body fields PRISM sets itself; ``model.extra_body`` may not override them (the record would lie).
+RESERVED_FIELDS = frozenset({"model", "messages", "stream", "n", "temperature", "max_tokens", "max_completion_tokens",
+                             "seed", "top_p", "top_k"})
+#: Model-list fields that change from one request to the next, so they cannot be part of a digest.
+VOLATILE_LISTING_FIELDS = frozenset({"created", "permission", "permissions"})
+#: The probe before the first cell: one token, greedy, so it costs next to nothing.
+PROBE_BODY: dict[str, Any] = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
+                              "temperature": 0.0}
+_URL_FORMS = "http://HOST:PORT/v1 or https://HOST/v1 (e.g. http://127.0.0.1:8000/v1)"
+# OpenAI masks a rejected key as `sk-abc***...xyz` in its 401 message; such fragments are redacted too.
+_MASKED_KEY = re.compile(r"\S*\*{3,}\S*")
+_CREDENTIALS = re.compile(r"//[^/]*@")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_base_url(raw: str | None) -> str:
+    """Check ``model.base_url`` and return it without a trailing slash.
+
+    Raises:
+        BackendError: If it is empty, not http(s), has no host, a bad port, credentials, a query or a fragment.
+    """
+    # An address with credentials is echoed without them: the error would otherwise print the password.
+    shown = _CREDENTIALS.sub("//[credentials]@", str(raw)) if raw is not None else raw
+
+    def bad(why: str) -> BackendError:
+        return BackendError(f"model.base_url={shown!r} is not an OpenAI-compatible API address: {why}. "
+                            f"Use {_URL_FORMS} (the part before /chat/completions).")
+
+    if raw is None or not str(raw).strip():
+        raise BackendError(f"an OpenAI-compatible model needs model.base_url=URL: {_URL_FORMS}.")
+    url = str(raw).strip()
+    if any(c.isspace() for c in url):
+        raise bad("it contains whitespace")
+    try:
+        split = urllib.parse.urlsplit(url)
+        port = split.port
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    if split.scheme.lower() not in ("http", "https"):
+        raise bad("the scheme is not http or https")
+    if not split.hostname:
+        raise bad("it names no host")
+    if "@" in split.netloc:
+        raise bad("credentials in the address would be logged; put the key in an environment variable and name "
+                  "it with model.api_key_env")
+    if split.query or split.fragment:
+        raise bad("it has a query or fragment")
+    if port == 0:
+        raise bad("port 0 cannot be connected to")
+    return url.rstrip("/")
+
+
+def read_api_key(env_name: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key from the environment variable ``model.api_key_env`` names; None when it names none.
+
+    Raises:
+        BackendError: Naming the variable (never a value) when it is set in the config but not in the
+            environment, or empty.
+    """
+    if env_name is None or not str(env_name).strip():
+        return None
+    env = os.environ if environ is None else environ
+    name = str(env_name).strip()
+    if not _ENV_NAME.fullmatch(name):  # most likely the key itself: never echo it
+        raise BackendError(
+            "model.api_key_env must be the NAME of an environment variable (letters, digits and _), not the key; "
+            "what was given is not a variable name and is not repeated here. Put the key in a variable "
+            "(export OPENAI_API_KEY=...) and set model.api_key_env=OPENAI_API_KEY."
+        )
+    key = env.get(name, "")
+    if not key.strip():
+        raise BackendError(
+            f"model.api_key_env={name} names the environment variable that holds the API key, but {name} is "
+            f"{'empty' if name in env else 'not set'}. Export it (export {name}=...) before running, or set "
+            "model.api_key_env=null for a server that needs no key."
+        )
+    return key.strip()
+
+
+def check_extra_body(value: Any) -> dict[str, Any]:
+    """``model.extra_body`` as a plain dict, refusing fields PRISM sets itself.
+
+    Raises:
+        BackendError: If it is not a mapping, or names a field in :data:`RESERVED_FIELDS`.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BackendError(f"model.extra_body must be a mapping of request fields, not {value!r}.")
+    clash = sorted(str(k) for k in value if str(k) in RESERVED_FIELDS)
+    if clash:
+        raise BackendError(
+            f"model.extra_body sets {', '.join(clash)}, which PRISM sends itself from generation.* (top_k with "
+            "model.send_top_k=true); set them there, so the records say what was asked."
+        )
+    return {str(k): v for k, v in value.items()}
+
+
+def build_request(request: Request, model: str, extra_body: Mapping[str, Any] | None = None,
+                  send_top_k: bool = False) -> dict[str, Any]:
+    """The chat-completions JSON body: the prompt as the single user message, no streaming.
+
+    ``seed`` is sent when set, ``top_p`` when set, ``top_k`` only with ``send_top_k`` (see
+    :func:`not_sent`); ``extra_body`` fields are added last.
+    """
+    params = request.params
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": request.prompt.text}],
+        "stream": False,
+        "temperature": params.temperature,
+        "max_tokens": params.max_tokens,
+    }
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.top_p is not None:
+        body["top_p"] = params.top_p
+    if params.top_k is not None and send_top_k:
+        body["top_k"] = params.top_k
+    body.update(extra_body or {})
+    return body
+
+
+def not_sent(request: Request, send_top_k: bool = False) -> dict[str, Any]:
+    """Canonical parameters that were set but could not be sent: ``top_k`` unless the server takes it."""
+    top_k = request.params.top_k
+    return {"top_k": top_k} if top_k is not None and not send_top_k else {}
+
+
+def _count(value: Any) -> int | None:
+    """A token count as an int, or None when absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def served(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reply says answered: its ``model`` and ``system_fingerprint`` (None when absent)."""
+    model, fingerprint = reply.get("model"), reply.get("system_fingerprint")
+    return {"model": model if isinstance(model, str) else None,
+            "system_fingerprint": fingerprint if isinstance(fingerprint, str) and fingerprint else None}
+
+
+def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
+               skipped: Mapping[str, Any] | None = None) -> Completion:
+    """Turn a chat-completion reply (as a dict) into a Completion.
+
+    ``backend_options`` is the body that was sent without the messages, plus ``not_sent`` (set parameters
+    that were not sent) when there are any, plus ``served`` (:func:`served`). Null or absent content (a
+    refusal, a tool call, a reasoning model out of tokens) is an observed empty completion; a reply without
+    a first choice holding a message is a failed request.
+    """
+    options: dict[str, Any] = {k: v for k, v in sent.items() if k != "messages"}
+    if skipped:
+        options["not_sent"] = dict(skipped)
+    options["served"] = served(reply)
+    choices = reply.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, Mapping) else None
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(message, Mapping) or not isinstance(content, str | None):
+        return Completion(text=None, latency_s=latency_s, backend_options=options,
+                          error=f"unreadable reply: no chat message text in {_excerpt(reply)}")
+    usage = reply.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    return Completion(
+        text=content or "",
+        latency_s=latency_s,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        backend_options=options,
+    )
+
+
+def listing_entry(models: Iterable[Mapping[str, Any]], model_id: str) -> dict[str, Any] | None:
+    """The model list's entry whose ``id`` is ``model_id`` (exactly), without its volatile fields."""
+    for entry in models:
+        if entry.get("id") == model_id:
+            return {k: v for k, v in entry.items() if k not in VOLATILE_LISTING_FIELDS}
+    return None
+
+
+def identity_digest(base_url: str, model: str, served_model: str | None, fingerprint: str | None,
+                    listing: Mapping[str, Any], extra_body: Mapping[str, Any], send_top_k: bool) -> str:
+    """The sha256 of the canonical JSON of everything known about what answers (module docstring)."""
+    known = {"base_url": base_url, "model": model, "served_model": served_model, "system_fingerprint": fingerprint,
+             "listing": dict(listing), "extra_body": dict(extra_body), "send_top_k": bool(send_top_k)}
+    return hashlib.sha256(canonical_json(known).encode("utf-8")).hexdigest()
+
+
+def redact(text: str, key: str | None) -> str:
+    """``text`` without the key and without masked fragments of a key (``sk-ab***yz``)."""
+    if key:
+        text = text.replace(key, "[key]")
+    return _MASKED_KEY.sub("[key]", text)
+
+
+def _excerpt(value: Any, limit: int = 200) -> str:
+    """A short printable excerpt of a value for an error message."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_dict(reply: Any) -> dict[str, Any] | None:
+    """A client reply as the JSON the server sent, or None when the client could not read it as an object.
+
+    ``exclude_unset`` keeps only the fields the server sent: the client's own defaults for fields the
+    server never mentioned would otherwise change with the client's version, and with them the digest.
+    """
+    dump = getattr(reply, "model_dump", None)
+    if not callable(dump):  # the client hands back the body as text when it is not JSON
+        return None
+    data = dump(exclude_unset=True)
+    return data if isinstance(data, dict) else None
+
+
+def _classify(exc: Exception) -> Transient | None:
+    """Transient: a refused, dropped or timed-out connection, or 408/429/502/503/504 (with ``Retry-After``)."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return Transient("timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return Transient(f"connection refused or dropped ({type(cause).__name__ if cause else 'no reply'})")
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        retry_after = headers.get("retry-after")
+        millis = headers.get("retry-after-ms")  # OpenAI's own, finer than Retry-After when both are sent
+        if millis is not None:
+            with contextlib.suppress(ValueError):  # a bad value leaves Retry-After, or the backoff, in charge
+                retry_after = str(float(millis) / 1000.0)
+        return transient_status(exc.status_code, retry_after)
+    return None
+
+
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible API, asked through one shared ``openai.OpenAI`` client.
+
+    One client serves every worker thread: its HTTP client pools connections and is safe to share
+    between threads, and the client keeps no per-request state (its own retries are off, ``max_retries=0``,
+    so that :mod:`prism.backends.retry` is the only retry policy).
+    """
+
+    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+        """Check the settings and read the key; nothing is sent until :meth:`identity`.
+
+        Raises:
+            BackendError: If ``model.name``, ``model.base_url``, the key's variable, ``model.extra_body`` or
+                a transport setting is unusable.
+        """
+        import openai
+
+        self._name = str(model_cfg.get("name") or "").strip()
+        if not self._name:
+            raise BackendError("an OpenAI-compatible model needs model.name=ID, the id the server lists under "
+                               "/v1/models (e.g. the --served-model-name of vLLM or --model_alias of llama.cpp).")
+        self._url = check_base_url(model_cfg.get("base_url"))
+        self._key_env = str(model_cfg.get("api_key_env") or "").strip() or None
+        self._key = read_api_key(self._key_env)
+        self._extra_body = check_extra_body(model_cfg.get("extra_body"))
+        self._send_top_k = bool(model_cfg.get("send_top_k") or False)
+        self._settings = RemoteSettings.from_config(model_cfg)
+        self.concurrency = self._settings.concurrency
+        quiet_transport_logs()
+        self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
+                                     timeout=self._settings.request_timeout_s)
+        self._identity: ModelIdentity | None = None
+        self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # -- identity ---------------------------------------------------------------------------------------
+
+    def identity(self) -> ModelIdentity:
+        """Name from ``model.name``; digest over the listing and the probe's reply (module docstring).
+
+        Raises:
+            BackendError: If the server cannot be reached within the retry budget, refuses the key, does
+                not list the model, or refuses a one-token chat request.
+        """
+        with self._lock:
+            if self._identity is None:
+                self._identity = self._read_identity()
+            return self._identity
+
+    def _read_identity(self) -> ModelIdentity:
+        import openai
+
+        nothing_yet = "Nothing was asked yet: run the same command again once the server answers."
+        try:
+            page = self._retrying(self._client.models.list, "/models", nothing_yet)
+        except openai.APIStatusError as exc:
+            raise self._status_before_start(exc, "/models") from None
+        except (ValueError, TypeError) as exc:  # the body was not JSON, or not a list of models
+            raise BackendError(f"{self._url}/models answered with something that is not a model list "
+                               f"({_excerpt(self._redact(str(exc)))}); check model.base_url.") from None
+        models = [m for m in (_as_dict(item) for item in getattr(page, "data", None) or []) if m is not None]
+        listing = listing_entry(models, self._name)
+        if listing is None:
+            ids = [str(m.get("id")) for m in models]
+            have = ", ".join(repr(i) for i in ids[:12]) + (", ..." if len(ids) > 12 else "") if ids else "none"
+            raise BackendError(
+                f"the server at {self._url} does not serve model {self._name!r}: its /models list has {have}. Set "
+                "model.name to a listed id (llama.cpp's server lists the --model_alias, vLLM the "
+                "--served-model-name), or point model.base_url at the server that serves it."
+            )
+        try:
+            probe = self._retrying(lambda: self._create({"model": self._name, **PROBE_BODY}), "/chat/completions",
+                                   nothing_yet)
+        except openai.APIStatusError as exc:
+            raise self._status_before_start(exc, "/chat/completions") from None
+        except (ValueError, TypeError) as exc:
+            raise BackendError(f"{self._url}/chat/completions answered a one-token probe with something that is "
+                               f"not a chat completion ({_excerpt(self._redact(str(exc)))}).") from None
+        reply = _as_dict(probe)
+        if reply is None:
+            raise BackendError(f"{self._url}/chat/completions answered a one-token probe with a body that is not "
+                               f"JSON ({_excerpt(self._redact(str(probe)))}); check model.base_url.")
+        self._pinned = served(reply)
+        fingerprint = self._pinned["system_fingerprint"]
+        digest = identity_digest(self._url, self._name, self._pinned["model"], fingerprint, listing,
+                                 self._extra_body, self._send_top_k)
+        details = {"base_url": self._url, "served_model": str(self._pinned["model"] or "unknown"),
+                   "system_fingerprint": fingerprint or "none", "pinned": str(fingerprint is not None).lower(),
+                   "listing": _excerpt(canonical_json(listing), 1000)}
+        if fingerprint is None:
+            log.warning(
+                "NOT PINNED: the server at %s reports nothing that pins the weights behind %r (no "
+                "system_fingerprint; its model list says %s). The run records the served id and that listing "
+                "(tag prism.model.pinned=false), but the same id may serve other weights tomorrow: this run cannot "
+                "be reproduced bit for bit from its record alone.", self._url, self._name, canonical_json(listing))
+        return ModelIdentity(self._name, "openai", digest, details)
+
+    def _status_before_start(self, exc: openai.APIStatusError, endpoint: str) -> BackendError:
+        """The BackendError for an error status before the first cell (nothing was asked yet)."""
+        status = exc.status_code
+        if status in (401, 403):
+            return self._refused(status, exc)
+        if status == 404 and endpoint == "/models":
+            hint = "" if self._url.endswith("/v1") else " Most servers serve the API under /v1: try " \
+                f"model.base_url={self._url}/v1."
+            return BackendError(f"{self._url}/models answered HTTP 404: there is no OpenAI-compatible API at "
+                                f"model.base_url={self._url}.{hint}")
+        return BackendError(
+            f"{self._url}{endpoint} answered HTTP {status} before any cell was asked ({self._server_says(exc)}). "
+            f"Check model.name={self._name!r}, model.base_url and model.extra_body against the server."
+        )
+
+    def _refused(self, status: int, exc: openai.APIStatusError) -> BackendError:
+        """The BackendError for 401/403: names the variable that holds the key, never the key."""
+        if self._key_env is None:
+            fix = ("model.api_key_env is not set, so no key was sent: put the key in an environment variable and "
+                   "set model.api_key_env=NAME.")
+        else:
+            fix = (f"The key was read from {self._key_env}: check that it is the key this server expects (a "
+                   "server started with --api_key / --api-key accepts only that one).")
+        return BackendError(f"the server at {self._url} refused the client (HTTP {status}: "
+                            f"{self._server_says(exc)}). {fix}")
+
+    def _server_says(self, exc: openai.APIStatusError) -> str:
+        """The server's error message, short and without the key."""
+        body = exc.body
+        message = (body.get("message") or body.get("detail")) if isinstance(body, Mapping) else None
+        return _excerpt(self._redact(str(message or exc.message)))
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._key)
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    def _create(self, body: Mapping[str, Any]) -> Any:
+        """Send one chat-completions body exactly as built.
+
+        Everything but the model, messages and stream flag goes through ``extra_body``, which the client
+        merges into the JSON unchanged: the body is written once, by :func:`build_request`, and what
+        ``backend_options`` records is what went over the wire.
+        """
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
+        return self._client.chat.completions.create(model=body["model"], messages=body["messages"], stream=False,
+                                                    extra_body=rest)
+
+    def generate(self, request: Request) -> Completion:
+        """Ask for one chat completion.
+
+        Returns:
+            The completion; ``error`` set (``text`` None) when the server answered with an error status
+            other than those below, or with a body that is not a chat completion. Such a request is
+            asked again on the next run.
+
+        Raises:
+            BackendError: When transient failures outlast the retry budget, the model is gone (404), or
+                the server refuses the key (401/403).
+        """
+        import openai
+
+        self.identity()
+        body = build_request(request, self._name, self._extra_body, self._send_top_k)
+        skipped = not_sent(request, self._send_top_k)
+        if skipped:
+            self._warn_once("not_sent", "generation.top_k=%s is not an OpenAI chat-completions field and was not "
+                            "sent (model.send_top_k=false): the server sampled with its own top_k, and each record "
+                            "says so under backend_options.not_sent. Set model.send_top_k=true for a server that "
+                            "accepts it (vLLM, SGLang, llama.cpp do), or generation.top_k=null.", skipped["top_k"])
+        timing = {"latency": 0.0}
+
+        def attempt() -> Any:
+            start = time.perf_counter()
+            try:
+                return self._create(body)
+            finally:
+                timing["latency"] = time.perf_counter() - start  # the last attempt's, not the retries'
+
+        try:
+            reply = self._retrying(attempt, "/chat/completions", "Everything collected so far is kept: run the same "
+                                   "command again once the server answers and it resumes where this run stopped.")
+        except openai.APIStatusError as exc:
+            return self._error_status(exc, body, skipped, timing["latency"])
+        except (ValueError, TypeError) as exc:  # the client could not read the body (not JSON, wrong shape)
+            options = {k: v for k, v in body.items() if k != "messages"}
+            return Completion(text=None, latency_s=timing["latency"], backend_options=options,
+                              error=f"unreadable reply: {_excerpt(self._redact(str(exc)))}")
+        data = _as_dict(reply)
+        if data is None:
+            options = {k: v for k, v in body.items() if k != "messages"}
+            return Completion(text=None, latency_s=timing["latency"], backend_options=options,
+                              error=f"unreadable reply: not JSON ({_excerpt(self._redact(str(reply)))})")
+        completion = read_reply(data, timing["latency"], body, skipped)
+        said = completion.backend_options["served"]
+        if said != self._pinned and completion.error is None:
+            self._warn_once(f"served:{canonical_json(said)}", "the server at %s answered %r with %s, but the probe "
+                            "before the first cell was answered by %s; the model digest pins the probe's. Records "
+                            "keep what each reply said under backend_options.served.", self._url, self._name,
+                            canonical_json(said), canonical_json(self._pinned))
+        return completion
+
+    def _error_status(self, exc: openai.APIStatusError, body: Mapping[str, Any], skipped: Mapping[str, Any],
+                      latency: float) -> Completion:
+        """A failed request for a status worth asking again next run; a BackendError for one that is not."""
+        status = exc.status_code
+        if status in (401, 403):
+            raise self._refused(status, exc) from None
+        if status == 404:
+            raise BackendError(
+                f"the server at {self._url} no longer serves {self._name!r} (HTTP 404: {self._server_says(exc)}); "
+                "it changed after the run started. Serve the model again and run the same command: it resumes "
+                "where this one stopped."
+            ) from None
+        options = {k: v for k, v in body.items() if k != "messages"}
+        if skipped:
+            options["not_sent"] = dict(skipped)
+        return Completion(text=None, latency_s=latency, backend_options=options,
+                          error=f"the server answered HTTP {status}: {self._server_says(exc)}")
+
+    def _warn_once(self, kind: str, message: str, *args: Any) -> None:
+        """Log a WARNING the first time ``kind`` happens in this run (many threads may meet it at once)."""
+        with self._lock:
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        log.warning(message, *args)
+
+    # -- retries ----------------------------------------------------------------------------------------
+
+    def _retrying(self, call: Callable[[], T], endpoint: str, kept: str) -> T:
+        """``call()`` with transient failures retried; a BackendError once the budget is spent.
+
+        Args:
+            call: One attempt.
+            endpoint: The API path, for log lines and the error.
+            kept: What the error says about collected work and how to go on (a sentence).
+        """
+        try:
+            return call_with_retries(call, _classify, self._settings.retry, label=f"{self._url}{endpoint}")
+        except RetriesExhausted as exc:
+            raise BackendError(
+                f"the server at {self._url} did not answer {endpoint}: {exc} (model.retry_budget_s="
+                f"{self._settings.retry.budget_s:g}). {self._fix_for(exc.reason)} {kept}"
+            ) from exc
+
+    def _fix_for(self, reason: str) -> str:
+        """How to fix what kept failing, in one or two sentences."""
+        if reason.startswith("HTTP"):
+            return ("The server kept answering that it is busy or rate limited: lower model.concurrency, or raise "
+                    "model.retry_budget_s to wait out a hosted API's rate limit.")
+        if reason.startswith("timed out"):
+            return (f"Each request may take up to model.request_timeout_s={self._settings.request_timeout_s:g} s: "
+                    "raise it for a slow model, or lower model.concurrency to what the server runs at once.")
+        return ("Start the server (e.g. `python -m llama_cpp.server --model FILE.gguf --model_alias NAME` or "
+                "`vllm serve MODEL`), or point model.base_url at the address it listens on.")
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()
