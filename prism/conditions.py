@@ -1,23 +1,34 @@
 """Prompt conditions and their rendering.
 
-A condition set is data (``conf/conditions/*.yaml``): a version, a closing line and one template per
-condition. Rendering fills exactly three fields, ``{question}``, ``{options}`` and ``{closing}``, by
-literal substitution, so dataset text containing braces, ``${...}`` or Jinja markers is shown as-is and
-never interpreted.
+A condition set is data (``conf/conditions/*.yaml``): a version, a closing line, a baseline and its
+conditions, each in a family. A condition is one of two kinds:
+
+- a *template condition* (``conditions:`` list, e.g. ``prism.yaml``'s P0-P4): a template whose fields
+  ``{question}``, ``{options}`` and ``{closing}`` are filled by literal substitution, so dataset text
+  containing braces, ``${...}`` or Jinja markers is shown as-is and never interpreted;
+- a *step condition* (``variants:`` mapping, the perturbation sets): the unperturbed P0 rendering
+  (``base_format``) with a list of checked, seeded perturbation steps applied (``prism.perturbations``).
+  Its seed is derived from the set's ``seed``, which defaults to the run's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prism.errors import PrismError
+from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
+from prism.perturbations.build import format_from
+from prism.perturbations.labels import closing_for
 from prism.types import Prompt, Question
 
 FIELDS = ("question", "options", "closing")
 _FIELD_PATTERN = re.compile(r"\{(question|options|closing)\}")
+# Condition and family names become record fields, replay keys and MLflow metric names (``accuracy/<name>``,
+# ``consistency/<family>/<name>``), so they stay within characters every one of those accepts.
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 class ConditionError(PrismError, ValueError):
@@ -26,17 +37,24 @@ class ConditionError(PrismError, ValueError):
 
 @dataclass(frozen=True)
 class Condition:
-    """One instruction formulation.
+    """One way of asking: a template, or steps applied to the unperturbed rendering.
 
     Attributes:
         name: Name used in records, metrics (``accuracy/<name>``) and replay keys.
         description: One line saying what the condition varies.
-        template: Text with the fields ``{question}``, ``{options}`` and ``{closing}``.
+        template: Text with the fields ``{question}``, ``{options}`` and ``{closing}`` (template conditions;
+            empty for step conditions).
+        family: What kind of change it is (``instruction``, ``option_order``, ...); consistency is reported
+            per family. The baseline's family is ``baseline``.
+        steps: The perturbation steps of a step condition (``()`` for the unperturbed rendering itself),
+            or None for a template condition.
     """
 
     name: str
     description: str
-    template: str
+    template: str = ""
+    family: str = "instruction"
+    steps: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,8 @@ class ConditionSet:
         closing: The output requirement every prompt ends with.
         baseline: Name of the condition other conditions are compared with.
         conditions: The conditions, in the order they are run and reported.
+        seed: Seed every step seed is derived from (the run's ``seed`` unless set).
+        base_format: Format of the unperturbed rendering step conditions start from (None without them).
     """
 
     name: str
@@ -56,40 +76,79 @@ class ConditionSet:
     closing: str
     baseline: str
     conditions: tuple[Condition, ...]
+    seed: int = 0
+    base_format: Format | None = None
 
     @property
     def names(self) -> list[str]:
         """Condition names in order."""
         return [c.name for c in self.conditions]
 
+    @property
+    def families(self) -> dict[str, str]:
+        """Condition name -> family, in condition order."""
+        return {c.name: c.family for c in self.conditions}
+
 
 def condition_set_from_config(cfg: Mapping[str, Any]) -> ConditionSet:
     """Build and validate a condition set from its config mapping (``cfg.conditions``).
 
     Args:
-        cfg: Mapping with ``name``, ``template_version``, ``closing``, ``baseline`` and ``conditions``
-            (a list of mappings with ``name``, ``description`` and ``template``).
+        cfg: Mapping with ``name``, ``template_version``, ``closing``, ``baseline``, and template
+            ``conditions`` (a list of mappings with ``name``, ``description``, ``family``, ``template``)
+            and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
+            steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
+            ``protected_words``) and the ``seed``.
 
     Returns:
         The validated condition set.
 
     Raises:
-        ConditionError: If a name repeats, the baseline is not a condition, or a template lacks a field,
-            repeats one, or does not end with the closing line.
+        ConditionError: If a name repeats or has characters a metric name cannot, the baseline is not a
+            condition, a template lacks a field, repeats one, or does not end with the closing line, or a
+            step cannot be built (unknown op, unknown name, missing count).
     """
-    conditions = tuple(
-        Condition(name=str(c["name"]), description=str(c.get("description", "")), template=str(c["template"]))
-        for c in cfg["conditions"]
-    )
+    where = f"condition set {cfg.get('name')!r}"
+    _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template"))
+    _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
+    _known_keys(where, "step", [s for v in (cfg.get("variants") or {}).values() for s in v.get("steps") or ()],
+                ("op", "to", "count"))
+    conditions = [
+        Condition(name=str(c["name"]), description=str(c.get("description", "")), template=str(c["template"]),
+                  family=str(c.get("family") or "instruction"))
+        for c in cfg.get("conditions") or ()
+    ]
+    variants: Mapping[str, Any] = cfg.get("variants") or {}
+    base_format = None
+    try:
+        library = Library.from_config(cfg)
+        if cfg.get("base_format"):
+            base_format = format_from(cfg["base_format"], "base_format")
+        for name, spec in variants.items():
+            steps = tuple(make_step(step, library) for step in spec.get("steps") or ())
+            conditions.append(Condition(name=str(name), description=str(spec.get("description", "")),
+                                        family=str(spec["family"]), steps=steps))
+    except SpecError as exc:
+        raise ConditionError(f"{where}: {exc}") from exc
     condition_set = ConditionSet(
         name=str(cfg["name"]),
         template_version=str(cfg["template_version"]),
         closing=str(cfg["closing"]),
         baseline=str(cfg.get("baseline", "P0")),
-        conditions=conditions,
+        conditions=tuple(conditions),
+        seed=int(cfg.get("seed") or 0),
+        base_format=base_format,
     )
     validate(condition_set)
     return condition_set
+
+
+def _known_keys(where: str, what: str, specs: Iterable[Mapping[str, Any]], known: tuple[str, ...]) -> None:
+    """Refuse a spec with a key nobody reads (a typo the schema did not catch, e.g. a ``+key=`` override)."""
+    for spec in specs:
+        unknown = sorted(set(spec) - set(known))
+        if unknown:
+            raise ConditionError(f"{where}: a {what} has unknown keys {unknown}; known keys: {list(known)}.")
 
 
 def validate(condition_set: ConditionSet) -> None:
@@ -108,6 +167,14 @@ def validate(condition_set: ConditionSet) -> None:
     if condition_set.baseline not in names:
         raise ConditionError(f"{where}: baseline {condition_set.baseline!r} is not one of its conditions {names}.")
     for condition in condition_set.conditions:
+        for what, value in (("condition name", condition.name), ("family", condition.family)):
+            if not _NAME.fullmatch(value):
+                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-'.")
+        if condition.steps is not None:
+            if condition_set.base_format is None:
+                raise ConditionError(f"{where}, condition {condition.name!r}: steps need a 'base_format:' to start "
+                                     "from (the P0 layout).")
+            continue
         found = _FIELD_PATTERN.findall(condition.template)
         for name in FIELDS:
             if found.count(name) != 1:
@@ -133,22 +200,32 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 
 
 def render(question: Question, condition: Condition, condition_set: ConditionSet) -> Prompt:
-    """Render one question under one condition, options in frozen order with canonical labels.
+    """Render one question under one condition.
+
+    A template condition shows the options in frozen order with canonical labels. A step condition applies
+    its steps to the unperturbed rendering, checking every step and the final text.
 
     Args:
         question: The frozen question.
         condition: The condition to render under.
-        condition_set: The set the condition belongs to (for the closing line and version).
+        condition_set: The set the condition belongs to (for the closing line, version, seed and base format).
 
     Returns:
         The prompt, with the labels and option texts as displayed and their canonical labels.
+
+    Raises:
+        PerturbationError: If a step's check fails (naming the question, the condition and the step).
     """
+    if condition.steps is not None:
+        assert condition_set.base_format is not None  # validate() refuses step conditions without one
+        return build_prompt(question, condition.name, condition.steps, condition_set.base_format,
+                            condition_set.closing, condition_set.seed, condition_set.template_version)
     text = fill(
         condition.template,
         {
             "question": question.question.strip(),
             "options": format_options(question.labels, question.options),
-            "closing": condition_set.closing,
+            "closing": closing_for(condition_set.closing, question.labels),
         },
     )
     return Prompt(

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from prism.conditions import ConditionSet, render
+from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.metrics import condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -46,6 +47,10 @@ def score_all(
         if key not in prompts:
             prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
         prompt = prompts[key]
+        if raw.get("prompt_sha256", prompt.sha256) != prompt.sha256:
+            # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
+            raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
+                             "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
         if raw.get("error") is None and raw.get("response") is not None:
             parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options)
@@ -57,7 +62,12 @@ def score_all(
 
 def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
-    """Write ``results/`` (scored.jsonl, question_metrics.csv, condition_metrics.csv) and return metrics."""
+    """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
+
+    Consistency with the baseline (``prism.consistency``) goes to ``consistency.csv`` (per family and
+    variant) and ``consistency_questions.csv`` (per question and family), and into the metrics as
+    ``consistency/<family>`` and ``consistency/<family>/<variant>``.
+    """
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
@@ -68,7 +78,14 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     names = condition_set.names
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
     condition_table(frame, names).to_csv(results / "condition_metrics.csv", index=False)
-    return summary_metrics(frame, names, ids, repetitions)
+    metrics = summary_metrics(frame, names, ids, repetitions)
+    # Consistency with the baseline, per family: issue 8.
+    families, baseline = condition_set.families, condition_set.baseline
+    question_consistency(frame, families, baseline, ids).to_csv(results / "consistency_questions.csv", index=False)
+    consistency = consistency_summary(frame, families, baseline, ids)
+    consistency.to_csv(results / "consistency.csv", index=False)
+    metrics.update(consistency_metrics(consistency))
+    return metrics
 
 
 def _pct(value: float) -> str:
@@ -77,14 +94,16 @@ def _pct(value: float) -> str:
 
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
     """The terminal summary: a per-condition table, then the question-level metrics."""
-    lines = [f"{'condition':<10} {'accuracy':>9} {'recovered':>10} {'compliant':>10}"]
+    width = max([10, *(len(name) for name in conditions)])  # perturbation variants have long names
+    lines = [f"{'condition':<{width}} {'accuracy':>9} {'recovered':>10} {'compliant':>10}"]
     for name in conditions:
         lines.append(
-            f"{name:<10} {_pct(metrics[f'accuracy/{name}']):>9} {_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
+            f"{name:<{width}} {_pct(metrics[f'accuracy/{name}']):>9} "
+            f"{_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
             f"{_pct(metrics[f'instruction_compliance_rate/{name}']):>10}"
         )
     lines.append(
-        f"{'all':<10} {_pct(metrics['accuracy']):>9} {_pct(metrics['answer_recovery_rate']):>10} "
+        f"{'all':<{width}} {_pct(metrics['accuracy']):>9} {_pct(metrics['answer_recovery_rate']):>10} "
         f"{_pct(metrics['instruction_compliance_rate']):>10}"
     )
     lines += [
@@ -97,4 +116,9 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
         f"prompt-invariant incorrect:        {_pct(metrics['prompt_invariant_incorrect_rate'])}",
     ]
+    consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
+    if consistency:
+        lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]
+        lines += [f"  {parts[0]:<14} {_pct(value)}" if len(parts) == 1 else f"    {parts[1]:<16} {_pct(value)}"
+                  for parts, value in consistency]
     return "\n".join(lines)

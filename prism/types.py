@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +24,24 @@ def sha256_text(text: str) -> str:
 def canonical_json(value: Any) -> str:
     """Serialize ``value`` the one way PRISM hashes it: sorted keys, no spaces, UTF-8 kept."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_UNSAFE_IN_FILENAME = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_FILENAME = 120  # far below the 255 bytes file systems allow, leaving room for a suffix
+
+
+def safe_filename(name: str) -> str:
+    """A file name made from ``name`` (a model tag, run or condition set name) that stays in its directory.
+
+    Letters, digits, ``_``, ``-`` and ``.`` are kept; any other character (``/``, a backslash, ``:``, spaces,
+    control characters) becomes ``_`` and leading dots are dropped, so the result is never ``.``, ``..``,
+    hidden, longer than 120 characters or a path. A name that had to change gets ``-`` and 8 hex digits of its
+    sha256, so ``org/model`` and ``org_model`` stay two files; names that are already safe come back unchanged.
+    """
+    if name and len(name) <= _MAX_FILENAME and not name.startswith(".") and not _UNSAFE_IN_FILENAME.search(name):
+        return name
+    safe = _UNSAFE_IN_FILENAME.sub("_", name).lstrip(".")[: _MAX_FILENAME - 9]
+    return f"{safe or '_'}-{sha256_text(name)[:8]}"
 
 
 @dataclass(frozen=True)

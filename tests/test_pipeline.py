@@ -58,6 +58,11 @@ EXPECTED = {
     "accuracy/P0": 2 / 3,  # q1, q3 right; q2 wrong; q4 UNKNOWN  -> 2 of 4 observed
     "accuracy/P4": 1 / 3,  # q1 right, q2 and q3 wrong, q4 failed -> 1 of 3 observed
     "answer_recovery_rate/P1": 3 / 4,
+    # Consistency with P0 (family "instruction" in prism.yaml): q1 4/4, q2 4/4, q3 3/4, q4 1/3 (P1 UNKNOWN like
+    # P0; P2, P3 answer; P4 failed).
+    "consistency/instruction": (1 + 1 + 3 / 4 + 1 / 3) / 4,
+    "consistency/instruction/P1": 4 / 4,
+    "consistency/instruction/P4": 2 / 3,
 }
 EXPECTED["accuracy/P0"] = 2 / 4
 
