@@ -122,6 +122,24 @@ def bootstrap_interval(
         flat = (np.arange(rows)[:, None] * n_questions + drawn).ravel()
         weights = np.bincount(flat, minlength=rows * n_questions).reshape(rows, n_questions)
         values[start : start + rows] = statistic(weights.astype(np.float64))
+    return percentile_interval(values, point, level)
+
+
+def percentile_interval(values: NDArray[np.float64], point: float, level: float = LEVEL) -> tuple[float, float]:
+    """Read a percentile interval off resampled values of a statistic.
+
+    Shared by every bootstrap in PRISM (:func:`bootstrap_interval` and the two-level bootstrap of
+    :mod:`prism.shifts`), so all intervals treat degenerate and undefined resamples alike.
+
+    Args:
+        values: The statistic on each resample; NaN and infinite values (undefined resamples) are ignored.
+        point: The statistic on the observed data.
+        level: Coverage, e.g. 0.95 for the 2.5th and 97.5th percentiles.
+
+    Returns:
+        (low, high) from ``numpy.percentile`` (linear interpolation) of the finite values; (point, point)
+        when no value is finite or they do not vary (a degenerate distribution gives [x, x], never NaN).
+    """
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return point, point

@@ -1,0 +1,147 @@
+"""Change beyond noise in a comparison: the shifts table and the clustered model of consistency.
+
+``shifts`` (``comparison/shifts.csv``): for every run, measure and non-baseline condition, the step from
+the baseline to it: between, within, excess with its interval, the permutation p-value and its Holm
+correction over all steps of one model and one measure (:mod:`prism.shifts`). ``gee_wald``
+(``comparison/gee_wald.csv``): global Wald tests of the binomial GEE of consistency with the baseline's
+modal answer (:mod:`prism.gee`). Pure pandas over :class:`~prism.compare.tables.ModelCells`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from prism import gee, shifts, stats
+from prism.compare.tables import ModelCells
+
+SHIFT_COLUMNS = ("model", "axis", "from_condition", "to_condition", "measure", "between", "within", "excess",
+                 "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift")
+
+# The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
+_FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response"}
+
+
+def check_measures(measures: Sequence[str]) -> list[str]:
+    """The measures, checked against :data:`prism.shifts.MEASURES` (repeats dropped).
+
+    Raises:
+        ValueError: Naming the unknown ones and the known ones.
+    """
+    unknown = [m for m in measures if m not in shifts.MEASURES]
+    if unknown:
+        raise ValueError(f"unknown shift measure(s) {unknown}; known: {', '.join(shifts.MEASURES)}")
+    if not measures:
+        raise ValueError(f"measures is empty; name at least one of {', '.join(shifts.MEASURES)}")
+    return list(dict.fromkeys(measures))
+
+
+def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per question: the difference matrix over all its responses and each response's condition."""
+    order = {c: i for i, c in enumerate(model.conditions)}
+    cells = model.cells.assign(_c=model.cells["condition"].map(order)).sort_values(["_c", "repetition"],
+                                                                                     kind="stable")
+    out = {}
+    for question, group in cells.groupby("question_id", sort=False):
+        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+                  for v in group[_FIELD[measure]]]
+        out[str(question)] = (shifts.difference_matrix(values, measure), group["condition"].to_numpy())
+    return out
+
+
+def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str, condition: str) -> shifts.StepData:
+    """One step's responses: per question, the baseline's then the condition's, with their differences."""
+    blocks = []
+    for matrix, conditions in questions.values():
+        index = np.concatenate([np.flatnonzero(conditions == baseline), np.flatnonzero(conditions == condition)])
+        n_from = int((conditions == baseline).sum())
+        blocks.append((matrix[np.ix_(index, index)], n_from, index.size - n_from))
+    return shifts.StepData.from_blocks(blocks)
+
+
+def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence[str], *, n_boot: int,
+                 n_permutations: int, seed: int) -> pd.DataFrame:
+    """Each non-baseline condition against the baseline, per run and measure (:func:`prism.shifts.shift`).
+
+    ``p_holm`` is Holm-adjusted (:func:`prism.stats.holm`) over every step tested for one model (its
+    ``model.name``, over all its runs and axes) and one measure; ``shift`` is an excess above 0 with
+    ``p_holm`` below 0.05. Runs without repetitions have no within: ``excess`` and ``p`` are empty and
+    ``excess_ci_low``/``excess_ci_high`` hold the interval of the between.
+
+    Returns:
+        Columns :data:`SHIFT_COLUMNS`, per run in the given order, per measure, steps in condition order.
+    """
+    rows = []
+    for run_index, model in enumerate(models):
+        for measure in measures:
+            questions = _questions(model, measure)
+            for condition in model.conditions:
+                if condition == baseline:
+                    continue
+                est = shifts.shift(step_data(questions, baseline, condition), n_boot=n_boot,
+                                   n_permutations=n_permutations, seed=seed)
+                rows.append({"model": model.label, "axis": model.axis, "from_condition": baseline,
+                             "to_condition": condition, "measure": measure, "between": est.between,
+                             "within": est.within, "excess": est.excess, "excess_ci_low": est.ci_low,
+                             "excess_ci_high": est.ci_high, "p": est.p, "_family": (model.model or model.label),
+                             "_run": run_index})
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SHIFT_COLUMNS})
+    table = pd.DataFrame(rows)
+    table["p_holm"] = math.nan
+    for _, index in table.groupby(["_family", "measure"], sort=False).groups.items():
+        table.loc[index, "p_holm"] = stats.holm(table.loc[index, "p"].to_numpy(np.float64))
+    table["shift"] = [shifts.is_shift(e, p) for e, p in zip(table["excess"], table["p_holm"], strict=True)]
+    return table[list(SHIFT_COLUMNS)].reset_index(drop=True)
+
+
+def measure_agreement(table: pd.DataFrame) -> pd.DataFrame:
+    """Whether the measures find the same shifts: one row per step, a shift flag per measure.
+
+    Returns:
+        Columns ``model``, ``axis``, ``to_condition``, one boolean column per measure (in the table's
+        order), and ``agree`` (every measure flags the step, or none does). Empty without steps.
+    """
+    if table.empty:
+        return pd.DataFrame(columns=["model", "axis", "to_condition", "agree"])
+    wide = table.pivot_table(index=["model", "axis", "to_condition"], columns="measure", values="shift",
+                             aggfunc="first", sort=False)
+    measures = list(dict.fromkeys(table["measure"]))
+    wide = wide[measures].astype(bool)
+    wide["agree"] = wide.all(axis=1) | ~wide.any(axis=1)
+    return wide.reset_index().rename_axis(columns=None)
+
+
+def consistency_responses(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
+    """Every observed response with its run, model, dataset and condition family, for :mod:`prism.gee`.
+
+    A condition without a recorded family (a run logged before families, or a condition set that cannot
+    be rebuilt) falls back to its condition set's name.
+    """
+    frames = []
+    for model in models:
+        cells = model.cells
+        fallback = model.axis or "conditions"
+        families = {c: ("baseline" if c == baseline else model.families.get(c) or fallback) for c in model.conditions}
+        frames.append(pd.DataFrame({
+            "run": model.run_id, "model": model.model or model.label, "dataset": model.dataset or "?",
+            "question_id": cells["question_id"].astype(str), "condition": cells["condition"].astype(str),
+            "family": cells["condition"].map(families).fillna(fallback).astype(str),
+            "category": cells["category"].astype(str),
+        }))
+    if not frames:
+        return pd.DataFrame(columns=list(gee.RESPONSE_COLUMNS))
+    return pd.concat(frames, ignore_index=True)
+
+
+def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
+    """The ``gee_wald`` table: the clustered model of consistency with its notes (:mod:`prism.gee`)."""
+    outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline), baseline)
+    result = gee.fit_consistency_gee(outcomes, notes)
+    result.notes.insert(0, f"{result.n_responses} non-baseline responses in {result.n_clusters} question "
+                           f"clusters; condition term: {result.condition_term}; binomial GEE (logit), "
+                           "exchangeable working correlation, bias-reduced sandwich covariance")
+    return result.table()

@@ -1,0 +1,321 @@
+"""A clustered model of consistency with the baseline: binomial GEE and global Wald tests per effect.
+
+Outcome: for every non-baseline response, whether its canonical answer equals the *modal* answer of the
+same question's baseline repetitions in the same run (UNKNOWN an outcome of its own). A question whose
+baseline repetitions have no single most frequent answer (a tie) has no reference answer: its responses
+are left out and counted in a note (the same rule as the majority metrics, :mod:`prism.metrics`).
+With one repetition the mode is the baseline's only answer.
+
+Model: logit P(consistent) on model, the condition term, dataset and all their interactions, estimated
+by generalized estimating equations clustered by question (exchangeable working correlation). The
+condition term is the condition *family* when the non-baseline conditions span two or more families,
+and the condition itself when they all share one family (one condition set, e.g. ``prism``'s P1-P4).
+Only terms that vary are fitted: a factor with one level in the selected runs is dropped, with every
+interaction involving it; a term whose columns are all confounded with earlier terms (e.g. each model run
+on its own dataset) is dropped as not estimable.
+
+Library functions that compute it:
+
+- ``statsmodels.genmod.generalized_estimating_equations.GEE`` with ``families.Binomial()`` (logit link)
+  and ``cov_struct.Exchangeable()``, fitted with ``cov_type="bias_reduced"``: the Mancl-DeRouen
+  bias-reduced sandwich covariance, because the plain sandwich is anti-conservative with the 20-100
+  question clusters PRISM has;
+- ``GEEResults.wald_test`` on contrast matrices built here (one row per coefficient of a term), which
+  gives each effect's global Wald chi-square, its degrees of freedom and its p-value;
+- ``numpy.linalg.matrix_rank`` decides which dummy columns are estimable.
+
+A model that cannot be fitted is reported as such, never with numbers: no variation in the outcome, a
+cell of the fitted factors where every response is consistent (or none is) -- perfect separation, whose
+logit is infinite -- an estimating equation that does not converge, or a singular cluster-robust
+covariance (its smallest eigenvalue negligible next to the model-based variances, e.g. when every
+question gave the same responses).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+log = logging.getLogger(__name__)
+
+WALD_COLUMNS = ("effect", "chi2", "df", "p")
+
+# Columns the input frame needs: one row per observed response.
+RESPONSE_COLUMNS = ("run", "model", "dataset", "question_id", "condition", "family", "category")
+
+# The factors, in the order their terms enter the model (main effects, then two-way, then three-way
+# interactions, each in this order). "condition" is replaced by "family" when families vary.
+FACTORS = ("model", "condition", "dataset")
+
+# Fitted probabilities this close to 0 or 1 mean the estimates ran off to infinity (separation).
+_BOUNDARY = 1e-8
+
+# A term's sandwich covariance whose smallest eigenvalue is below this share of its model-based (naive)
+# variances is singular in all but rounding: e.g. every question cluster gave the same responses, so the
+# between-cluster variation the sandwich measures is zero and a Wald statistic would divide by noise.
+_SINGULAR = 1e-8
+
+
+@dataclass
+class GeeResult:
+    """What the clustered model found, or why it was not fitted.
+
+    Attributes:
+        effects: One row per fitted term: ``effect``, ``chi2``, ``df``, ``p`` (empty when not fitted).
+        dropped: (term, reason) for every term left out.
+        notes: Plain sentences about the data modelled (e.g. responses left out).
+        failure: Why the model was not fitted, or None when it was.
+        condition_term: ``family`` or ``condition``: what the condition factor is.
+        n_responses: Responses modelled.
+        n_clusters: Question clusters.
+    """
+
+    effects: pd.DataFrame
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failure: str | None = None
+    condition_term: str = "condition"
+    n_responses: int = 0
+    n_clusters: int = 0
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the model was fitted and its Wald tests are meaningful."""
+        return self.failure is None and not self.effects.empty
+
+    def table(self) -> pd.DataFrame:
+        """The ``gee_wald.csv`` table: the fitted effects, then a row per dropped term and note.
+
+        Rows that are not tests carry their text in ``effect`` (``dropped: ...``, ``note: ...``,
+        ``not fitted: ...``) and leave ``chi2``, ``df`` and ``p`` empty, so the file says on its own what
+        was and was not tested.
+        """
+        rows = [tuple(r) for r in self.effects[list(WALD_COLUMNS)].itertuples(index=False)]
+        rows += [(f"dropped: {term} ({reason})", math.nan, math.nan, math.nan) for term, reason in self.dropped]
+        rows += [(f"note: {note}", math.nan, math.nan, math.nan) for note in self.notes]
+        if self.failure is not None:
+            rows.append((f"not fitted: {self.failure}", math.nan, math.nan, math.nan))
+        return pd.DataFrame(rows, columns=list(WALD_COLUMNS)).astype({"chi2": float, "df": float, "p": float})
+
+
+def _empty_effects() -> pd.DataFrame:
+    return pd.DataFrame({"effect": pd.Series(dtype=object), "chi2": pd.Series(dtype=float),
+                         "df": pd.Series(dtype=float), "p": pd.Series(dtype=float)})
+
+
+def consistency_outcomes(responses: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
+    """Per non-baseline response, whether it gives the modal answer of its question's baseline repetitions.
+
+    Args:
+        responses: One row per observed response, columns :data:`RESPONSE_COLUMNS` (``category`` is the
+            answer with UNKNOWN spelled out, :func:`prism.stats.answer_categories`; ``run`` scopes the
+            baseline to the run the response belongs to).
+        baseline: The baseline condition.
+
+    Returns:
+        (outcomes, notes): one row per modelled response with ``consistent`` (0/1), ``model``,
+        ``condition``, ``family``, ``dataset`` and ``cluster`` (dataset and question id); and sentences
+        about the responses left out (baseline ties, no baseline response).
+    """
+    keys = ["run", "question_id"]
+    base = responses[responses["condition"] == baseline]
+    counts = base.groupby([*keys, "category"], sort=False).size().rename("count").reset_index()
+    top = counts.groupby(keys, sort=False)["count"].transform("max")
+    leaders = counts[counts["count"] == top]
+    n_leaders = leaders.groupby(keys, sort=False)["category"].transform("size")
+    modes = leaders[n_leaders == 1][[*keys, "category"]].rename(columns={"category": "mode"})
+    tied = leaders[n_leaders > 1][keys].drop_duplicates()
+    others = responses[responses["condition"] != baseline]
+    merged = others.merge(modes, on=keys, how="left", indicator=True)
+    notes = []
+    if len(tied):
+        left_out = int(others.merge(tied, on=keys).shape[0])
+        notes.append(f"{len(tied)} question(s) left out ({left_out} responses): their baseline repetitions have no "
+                     "single modal answer")
+    no_base = others.merge(base[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    missing = int((no_base["_merge"] == "left_only").sum())
+    if missing:
+        notes.append(f"{missing} response(s) left out: their question has no observed baseline response")
+    kept = merged[merged["_merge"] == "both"]
+    outcomes = pd.DataFrame({
+        "consistent": (kept["category"] == kept["mode"]).astype(np.float64).to_numpy(),
+        "model": kept["model"].astype(str).to_numpy(),
+        "condition": kept["condition"].astype(str).to_numpy(),
+        "family": kept["family"].astype(str).to_numpy(),
+        "dataset": kept["dataset"].astype(str).to_numpy(),
+        "cluster": (kept["dataset"].astype(str) + "/" + kept["question_id"].astype(str)).to_numpy(),
+    })
+    return outcomes, notes
+
+
+def _dummies(values: pd.Series) -> tuple[list[str], NDArray[np.float64]]:
+    """Treatment-coded indicators (reference: the first level in order of appearance)."""
+    levels = list(dict.fromkeys(values))
+    codes = values.map({level: i for i, level in enumerate(levels)}).to_numpy()
+    return levels[1:], (codes[:, None] == np.arange(1, len(levels))[None, :]).astype(np.float64)
+
+
+def design(outcomes: pd.DataFrame, factors: Sequence[str]) -> tuple[NDArray[np.float64], dict[str, list[int]],
+                                                                    list[tuple[str, str]], list[str]]:
+    """The design matrix of every varying factor and interaction, keeping only estimable columns.
+
+    Terms enter in hierarchical order (intercept, main effects, two-way, three-way); a column is kept
+    when it is not all zero and raises the rank of the columns kept before it (``numpy.linalg.matrix_rank``
+    of their Gram matrix), as R's ``lm`` aliases coefficients.
+
+    Returns:
+        (X, columns of each fitted term, dropped (term, reason), column names).
+    """
+    dropped: list[tuple[str, str]] = []
+    varying = []
+    for name in factors:
+        levels = list(dict.fromkeys(outcomes[name]))
+        if len(levels) >= 2:
+            varying.append(name)
+        else:
+            dropped.append((name, f"one level in the selected runs: {levels[0] if levels else 'none'}"))
+    constant = [name for name in factors if name not in varying]
+    for size in (2, 3):
+        for term in combinations(factors, size):
+            fixed = [name for name in term if name in constant]
+            if fixed:
+                dropped.append((":".join(term), f"involves {', '.join(fixed)}, which has one level"))
+    coded = {name: _dummies(outcomes[name]) for name in varying}
+    columns: list[NDArray[np.float64]] = [np.ones(len(outcomes))]
+    names = ["intercept"]
+    terms: dict[str, list[int]] = {}
+    for size in range(1, len(varying) + 1):
+        for term in combinations(varying, size):
+            label = ":".join(term)
+            candidates: list[tuple[str, NDArray[np.float64]]] = [("", np.ones(len(outcomes)))]
+            for name in term:
+                levels, block = coded[name]
+                candidates = [(f"{prefix}{':' if prefix else ''}{name}={level}", col * block[:, k])
+                              for prefix, col in candidates for k, level in enumerate(levels)]
+            kept, total = [], len(candidates)
+            for column_name, column in candidates:
+                if not column.any():
+                    continue
+                trial = np.column_stack([*columns, column])
+                if np.linalg.matrix_rank(trial.T @ trial) == trial.shape[1]:
+                    columns.append(column)
+                    names.append(column_name)
+                    kept.append(len(columns) - 1)
+            if kept:
+                terms[label] = kept
+                if len(kept) < total:
+                    log.debug("%s: %d of %d columns estimable", label, len(kept), total)
+            else:
+                dropped.append((label, "not estimable: confounded with the terms before it in the selected runs"))
+    return np.column_stack(columns), terms, dropped, names
+
+
+def _separated_cells(outcomes: pd.DataFrame, factors: Sequence[str]) -> list[str]:
+    """Cells of the fitted factors where every response is consistent, or none is.
+
+    The fitted design spans the indicators of the observed cells of the varying factors (all their
+    interactions are in it, minus only dependent columns), so the model is saturated on those cells and
+    a cell without variation has an infinite logit: perfect separation.
+    """
+    if not factors:
+        return []
+    grouped = outcomes.groupby(list(factors), sort=False)["consistent"]
+    summary = pd.DataFrame({"mean": grouped.mean(), "n": grouped.size()})
+    flat = summary[(summary["mean"] == 0) | (summary["mean"] == 1)]
+    cells = []
+    for key, row in flat.iterrows():
+        parts = key if isinstance(key, tuple) else (key,)
+        where = ", ".join(f"{f}={v}" for f, v in zip(factors, parts, strict=True))
+        state = "consistent" if row["mean"] == 1 else "inconsistent"
+        cells.append(f"{where}: all {int(row['n'])} responses {state}")
+    return cells
+
+
+def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = ()) -> GeeResult:
+    """Fit the binomial GEE of consistency and test each effect with a global Wald chi-square.
+
+    Args:
+        outcomes: :func:`consistency_outcomes`' rows.
+        notes: Sentences to carry into the result (e.g. responses left out).
+
+    Returns:
+        The effects with chi2, df and p, or a result with ``fitted`` false and the reason in ``notes``.
+    """
+    families = list(dict.fromkeys(outcomes["family"])) if len(outcomes) else []
+    condition_term = "family" if len(families) >= 2 else "condition"
+    factors = [condition_term if f == "condition" else f for f in FACTORS]
+    result = GeeResult(_empty_effects(), notes=list(notes), condition_term=condition_term,
+                       n_responses=len(outcomes), n_clusters=int(outcomes["cluster"].nunique()) if len(outcomes) else 0)
+    if outcomes.empty:
+        return _unfitted(result, "no non-baseline response with a baseline answer to compare with")
+    X, terms, dropped, _ = design(outcomes, factors)
+    result.dropped = dropped
+    if not terms:
+        return _unfitted(result, "no term varies in the selected runs (one model, one dataset, one condition): "
+                                 "nothing to test")
+    y = outcomes["consistent"].to_numpy(np.float64)
+    if y.min() == y.max():
+        state = "consistent" if y[0] == 1 else "inconsistent"
+        return _unfitted(result, f"no variation: all {y.size} responses are {state}")
+    varying = [f for f in factors if outcomes[f].nunique() >= 2]
+    separated = _separated_cells(outcomes, varying)
+    if separated:
+        return _unfitted(result, "perfect separation (the logit of a cell without variation is infinite): "
+                         + "; ".join(separated))
+    return _fit(result, X, y, outcomes["cluster"].to_numpy(), terms)
+
+
+def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clusters: NDArray[np.object_],
+         terms: dict[str, list[int]]) -> GeeResult:
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
+
+    codes = pd.factorize(clusters)[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(cov_type="bias_reduced")
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+            return _unfitted(result, f"statsmodels could not fit it ({type(exc).__name__}: {exc})")
+    problems = [w for w in caught if issubclass(w.category, ConvergenceWarning | PerfectSeparationWarning)]
+    if problems:
+        return _unfitted(result, f"the estimating equations did not converge ({problems[0].message})")
+    fitted = np.asarray(fit.fittedvalues, dtype=np.float64)
+    params = np.asarray(fit.params, dtype=np.float64)
+    cov = np.asarray(fit.cov_params(), dtype=np.float64)
+    if not (np.isfinite(params).all() and np.isfinite(cov).all()):
+        return _unfitted(result, "the estimates or their covariance are not finite")
+    if fitted.min() < _BOUNDARY or fitted.max() > 1 - _BOUNDARY:
+        return _unfitted(result, "fitted probabilities at 0 or 1 (quasi-complete separation)")
+    naive = np.asarray(fit.cov_naive, dtype=np.float64)
+    rows = []
+    for label, index in terms.items():
+        contrast = np.zeros((len(index), X.shape[1]))
+        contrast[np.arange(len(index)), index] = 1.0
+        block = cov[np.ix_(index, index)]
+        scale = float(np.diag(naive)[index].max())
+        if not np.linalg.eigvalsh(block).min() > _SINGULAR * scale:
+            return _unfitted(result, f"the cluster-robust covariance of the {label} coefficients is singular: the "
+                                     "question clusters (nearly) all gave the same responses, so there is no "
+                                     "between-question variation to estimate it from")
+        wald = fit.wald_test(contrast, scalar=True)
+        rows.append((label, float(wald.statistic), float(len(index)), float(wald.pvalue)))
+    result.effects = pd.DataFrame(rows, columns=list(WALD_COLUMNS))
+    return result
+
+
+def _unfitted(result: GeeResult, reason: str) -> GeeResult:
+    log.warning("the clustered model of consistency (GEE) was not fitted: %s", reason)
+    result.failure = reason
+    result.effects = _empty_effects()
+    return result
