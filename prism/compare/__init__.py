@@ -4,7 +4,8 @@
 configurations, computes the tables (:mod:`prism.compare.tables`, statistics in :mod:`prism.stats`),
 draws the plots and records everything as an MLflow run tagged ``prism.kind=comparison``.
 
-Modules: ``select`` (which runs, whether comparable, reading their artifacts), ``tables``, ``plots``,
+Modules: ``select`` (which runs, whether comparable, reading their artifacts), ``tables``, ``noise``
+(shifts beyond the model's own noise and the clustered model of consistency), ``plots``,
 ``core`` (:func:`compare`, the whole flow), ``terminal`` (printing), ``callback`` (a Hydra sweep
 callback). The names below are imported on first use, so ``import prism.compare`` loads neither MLflow
 nor pandas nor scipy.

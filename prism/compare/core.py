@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from prism.compare.noise import check_measures, gee_table, shifts_table
-from prism.compare.report import ReportContext, gather_evidence
+from prism.compare.report import ReportContext, gather_evidence, run_description
 from prism.compare.select import (
     CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
@@ -292,6 +292,7 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
     out = Path(output_dir or cfg.get("output_dir") or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
     tags = _tags(runs, selection, mismatches, allow_mismatch, out)
+    tags["mlflow.note.content"] = run_description(runs)  # the run page's Description: where the report is
     run_id = tracker.start(_run_name(runs), tags)
     try:
         # Written once the run exists, so the report can name the comparison run it belongs to.

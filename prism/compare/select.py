@@ -30,6 +30,7 @@ FINISHED = "FINISHED"
 
 SCORED_ARTIFACT = "results/scored.jsonl"
 RESPONSES_ARTIFACT = "responses/responses.jsonl"
+CONFIG_ARTIFACT = "config/resolved.yaml"
 
 # (label, where it is recorded, key): what must agree for results to be directly comparable.
 # Generation parameters are the canonical ones of DESIGN.md; backend-specific options are not checked.
@@ -338,3 +339,23 @@ def load_prompts(path: Path) -> dict[str, str]:
                 if record.get("prompt_sha256") and record.get("prompt") is not None:
                     prompts[str(record["prompt_sha256"])] = str(record["prompt"])
     return prompts
+
+
+def load_families(path: Path) -> dict[str, str]:
+    """Condition name -> family, from a run's ``config/resolved.yaml`` (its condition set, rebuilt).
+
+    The condition set is rebuilt with :func:`prism.conditions.condition_set_from_config` so families mean
+    what they meant to the run (template conditions default to ``instruction``).
+
+    Raises:
+        CompareError: If the file cannot be read or its condition set cannot be rebuilt.
+    """
+    import yaml
+
+    from prism.conditions import condition_set_from_config
+
+    try:
+        resolved = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return dict(condition_set_from_config(resolved["conditions"]).families)
+    except (OSError, yaml.YAMLError, KeyError, TypeError, PrismError) as exc:
+        raise CompareError(f"cannot read the condition families from {path}: {exc}") from exc

@@ -48,6 +48,10 @@ class ModelCells:
         conditions: Condition names in the run's order.
         cells: Observed cells (:func:`prism.compare.select.load_scored`).
         prompts: Prompt text by prompt sha256, for the differences table (may be empty).
+        model: The run's ``model.name`` (empty: use the label); shifts are Holm-corrected per model.
+        axis: The run's condition set (``conditions.name``), the ``axis`` of the shifts table.
+        dataset: The run's ``dataset.name``, a factor of the clustered model.
+        families: Condition name -> condition family (may be empty), a factor of the clustered model.
     """
 
     label: str
@@ -55,6 +59,10 @@ class ModelCells:
     conditions: tuple[str, ...]
     cells: pd.DataFrame
     prompts: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
+    axis: str = ""
+    dataset: str = ""
+    families: Mapping[str, str] = field(default_factory=dict)
 
 
 def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:

@@ -114,6 +114,58 @@ def format_differences(table: pd.DataFrame, limit: int = TOP_DIFFERENCES) -> str
     return render(shown)
 
 
+# ---- change beyond noise (issue 9): shifts, whether the measures agree, the clustered model ----------------
+
+
+def format_shifts(table: pd.DataFrame) -> str:
+    """The shifts table: between, within, excess with its interval, p and Holm p, and the verdict.
+
+    Without repetitions there is no within: the interval is the between's and is printed beside it.
+    """
+    repeated = table["within"].notna()
+    shown = pd.DataFrame({
+        "model": table["model"], "axis": table["axis"],
+        "step": table["from_condition"] + " -> " + table["to_condition"], "measure": table["measure"],
+        "between": [_num(b) if r else _with_ci(b, lo, hi) for b, lo, hi, r in
+                    zip(table["between"], table["excess_ci_low"], table["excess_ci_high"], repeated, strict=True)],
+        "within": table["within"].map(_num),
+        "excess [95% CI]": [_with_ci(e, lo, hi, signed=True) if r else "-" for e, lo, hi, r in
+                            zip(table["excess"], table["excess_ci_low"], table["excess_ci_high"], repeated,
+                                strict=True)],
+        "p": table["p"].map(_p), "p_holm": table["p_holm"].map(_p),
+        "shift": ["SHIFT" if s else "-" for s in table["shift"]],
+    })
+    return render(shown)
+
+
+def format_agreement(table: pd.DataFrame) -> str:
+    """Whether the measures find the same shifts, step by step (:func:`prism.compare.noise.measure_agreement`)."""
+    from prism.compare.noise import measure_agreement
+
+    agreement = measure_agreement(table)
+    measures = [c for c in agreement.columns if c not in ("model", "axis", "to_condition", "agree")]
+    shown = pd.DataFrame({"model": agreement["model"], "axis": agreement["axis"], "step": agreement["to_condition"],
+                          **{m: ["SHIFT" if v else "-" for v in agreement[m]] for m in measures},
+                          "agree": ["yes" if v else "NO" for v in agreement["agree"]]})
+    head = (f"The measures agree on {int(agreement['agree'].sum())} of {len(agreement)} steps "
+            f"({', '.join(measures)}):")
+    return head + "\n" + render(shown)
+
+
+def format_gee(table: pd.DataFrame) -> str:
+    """The Wald tests of the clustered model, then its notes (dropped terms, left-out data, failure) as text."""
+    tests = table[table["chi2"].notna()]
+    notes = table[table["chi2"].isna()]["effect"]
+    lines = []
+    if len(tests):
+        lines.append(render(pd.DataFrame({"effect": tests["effect"], "chi2": tests["chi2"].map(lambda v: _num(v, 2)),
+                                          "df": tests["df"].map(lambda v: str(int(v))), "p": tests["p"].map(_p)})))
+    else:
+        lines.append("  (no Wald test: the model was not fitted)")
+    lines += [f"  {note}" for note in notes]
+    return "\n".join(lines)
+
+
 def format_comparison(result: ComparisonResult) -> str:
     """Everything the terminal shows after a comparison."""
     tables = result.tables
@@ -132,8 +184,20 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", f"Where the models differ most ({len(differences)} differing cells; all in "
                       "comparison/differences.csv with prompts and full responses):"]
         parts.append(format_differences(differences) if len(differences) else "  (nowhere: every answer agrees)")
+    if "shifts" in tables and len(tables["shifts"]):
+        parts += ["", f"Shifts against {result.baseline} (comparison/shifts.csv): between = mean difference of cross "
+                      "pairs, within = the model's\nown difference between repetitions, excess = between - within "
+                      f"with a 95% two-level bootstrap interval (B={result.n_boot});\none-sided permutation p, Holm "
+                      "over each model's steps per measure; SHIFT = excess > 0 and p_holm < 0.05:",
+                  format_shifts(tables["shifts"])]
+        if tables["shifts"]["measure"].nunique() > 1:
+            parts += ["", format_agreement(tables["shifts"])]
+    if "gee_wald" in tables:
+        parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
+                      "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]
     parts += ["", f"Comparison run {result.run_id} (experiment id {result.experiment_id}); files in "
                   f"{result.output_dir / 'comparison'}",
+              f"Report page: {result.output_dir / 'comparison' / 'report.html'} (also in the run's artifacts)",
               f"Open it: mlflow ui --backend-store-uri {result.tracking_uri}",
               f"         then http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{result.run_id}"]
     return "\n".join(parts)
