@@ -3,3 +3,7 @@
 
 class PrismError(Exception):
     """An input, file or service PRISM cannot use as it is; the message says what and how to fix it."""
+
+
+class ConfigError(PrismError, ValueError):
+    """A composed config value Hydra's type check lets through but PRISM cannot run with (e.g. a size of 0)."""

@@ -103,8 +103,10 @@ class RecordingTracker:
         self._forward("log_question_set", questions, name, digest, source)
 
     def end(self, status: str = "FINISHED") -> None:
-        """Record and forward the end of the run."""
+        """Record and forward the end of the run; offline, only forget it locally (upload ends it later)."""
         self._record("end", status=status)
+        if self.offline:
+            self._inner.abandon()
         self._forward("end", status)
 
     def statuses(self, run_ids: Sequence[str]) -> dict[str, str]:

@@ -193,9 +193,13 @@ def _read_local(path: Path, name: str) -> tuple[list[dict[str, Any]], Callable[[
             problem = _row_problem(name, json.loads(line))
         except json.JSONDecodeError as exc:
             problem = f"invalid JSON ({exc.msg})"
+        except RecursionError:
+            problem = "invalid JSON (nested too deeply to read)"
         if problem:
             raise DataError(f"malformed row at {path}:{number}: {problem}")
         line_numbers.append(number)
+    if not line_numbers:
+        raise DataError(f"{path} holds no rows: it is empty or blank. Expected one JSON object per line.")
     # Nothing here needs the network; without these flags datasets may still try and retry for ~23 s.
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -203,7 +207,11 @@ def _read_local(path: Path, name: str) -> tuple[list[dict[str, Any]], Callable[[
 
     # The rows were already checked line by line; datasets' "Generating train split" bar is noise here.
     datasets.disable_progress_bars()
-    rows: list[dict[str, Any]] = datasets.load_dataset("json", data_files=str(path), split="train").to_list()
+    try:
+        rows: list[dict[str, Any]] = datasets.load_dataset("json", data_files=str(path), split="train").to_list()
+    except Exception as exc:  # pyarrow's reader raises several types, e.g. for a field typed differently by row
+        raise DataError(f"datasets cannot read {path} although each line is a valid row: {exc}. Give every "
+                        "field the same type on every line.") from exc
     if len(rows) != len(line_numbers):
         raise DataError(f"{path}: datasets read {len(rows)} rows from {len(line_numbers)} non-blank lines")
     return rows, lambda i: f"{path}:{line_numbers[i]}", f"sha256:{hashlib.sha256(raw).hexdigest()}"
@@ -313,11 +321,11 @@ def frozen_bytes(questions: Sequence[Question]) -> bytes:
 def read_frozen(path: str | os.PathLike[str]) -> list[Question]:
     """Read a frozen JSONL file back into questions; a bad line is an error naming the file and line."""
     questions = []
-    lines = Path(path).read_text(encoding="utf-8").split("\n")  # canonical_json keeps U+2028 raw
-    for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+    lines = Path(path).read_bytes().split(b"\n")  # not splitlines(): canonical_json keeps U+2028 raw
+    for number, line in enumerate(lines[:-1] if lines[-1] == b"" else lines, start=1):
         try:
-            questions.append(Question.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            questions.append(Question.from_dict(json.loads(line.decode("utf-8"))))
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
             raise DataError(f"malformed frozen question at {path}:{number}: {exc!r}") from exc
     return questions
 

@@ -177,6 +177,20 @@ class MlflowTracker:
         self._mlflow.end_run(status=status)
         self.run_id = None
 
+    def abandon(self) -> None:
+        """Forget the active run in this process only, without a call to the store (which stays RUNNING).
+
+        For a store that failed mid-run: ``mlflow.end_run`` would first try it again, with all its retries.
+        Without this, the next run started in the same process (tests, notebooks, a reproduction) fails
+        with MLflow's "Run ... is already active".
+        """
+        fluent = self._mlflow.tracking.fluent
+        stack: list[Any] = getattr(getattr(fluent, "_active_run_stack", None), "get", list)()  # private in MLflow 2, 3
+        if stack:
+            stack.pop()
+        os.environ.pop("MLFLOW_RUN_ID", None)  # what end_run clears too
+        self.run_id = None
+
     def log_artifact_to(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         """Attach a file to a run that has already ended (a reproduction's diff, for instance)."""
         self._mlflow.tracking.MlflowClient(self.uri).log_artifact(run_id, str(path), artifact_path)

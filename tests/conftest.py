@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,22 @@ def compose_config(overrides: list[str]) -> dict:
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert isinstance(container, dict)
     return container
+
+
+@pytest.fixture(scope="session")
+def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store with MLflow's tables already made (see :func:`fresh_mlflow`)."""
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    code = "import sys, mlflow; mlflow.tracking.MlflowClient(sys.argv[1]).search_experiments()"
+    subprocess.run([sys.executable, "-c", code, f"sqlite:///{path}"], check=True, capture_output=True, timeout=300)
+    return path
+
+
+def fresh_mlflow(template: Path, directory: Path) -> Path:
+    """Copy the migrated template to ``directory/mlflow.db`` (the store ``run_overrides`` names).
+
+    A new SQLite store costs MLflow several seconds of schema migrations in every process that creates
+    one; tests that start many runs in fresh directories copy a migrated one instead.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(template, directory / "mlflow.db"))

@@ -90,6 +90,9 @@ def test_mlflow_down_mid_run_keeps_everything_and_upload_sends_it_later(server, 
         with pytest.raises(TrackingError, match=r"python -m prism.upload .*out") as failure:
             run(compose_config(overrides), output_dir=workdir / "out")
     assert "nothing is lost" in str(failure.value)
+    import mlflow
+
+    assert mlflow.active_run() is None  # forgotten locally, so this process can start the next run
     records = [json.loads(line) for line in (workdir / "out/responses/responses.jsonl").open()]
     assert len(records) == 40 and all(r["response"] == "B" for r in records)  # inference finished
     assert (workdir / "out/results/scored.jsonl").is_file()
@@ -98,8 +101,6 @@ def test_mlflow_down_mid_run_keeps_everything_and_upload_sends_it_later(server, 
     done = subprocess.run([sys.executable, "-m", "prism.upload", str(workdir / "out")], capture_output=True,
                           text=True, timeout=300, env={**__import__("os").environ})
     assert done.returncode == 0, done.stderr[-2000:]
-    import mlflow
-
     client = mlflow.tracking.MlflowClient(server.uri)
     experiment = client.get_experiment_by_name("prism")
     finished = [r for r in client.search_runs(experiment.experiment_id) if r.info.status == "FINISHED"]

@@ -145,21 +145,38 @@ class LlamaCppBackend:
         self._llm: Any = None
 
     def identity(self) -> ModelIdentity:
-        """Name from ``model.name``; digest = the GGUF file's sha256."""
-        return ModelIdentity(str(self._cfg["name"]), "llamacpp", self._digest, {"path": str(self._path)})
+        """Name from ``model.name``; digest = the GGUF file's sha256.
+
+        An explicit ``model.chat_format`` is appended (``<sha256>+chat_format=gemma``): it changes the text
+        the model sees while the PRISM prompt (and so the store key's prompt hash) stays the same, so
+        completions under two chat formats must never share stored answers.
+        """
+        digest = self._digest
+        if self._cfg.get("chat_format"):
+            digest = f"{digest}+chat_format={self._cfg['chat_format']}"
+        return ModelIdentity(str(self._cfg["name"]), "llamacpp", digest, {"path": str(self._path)})
 
     def _model(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama  # imported here: a rerun served from the store never needs it
 
             chat_format = self._cfg.get("chat_format")
-            self._llm = Llama(
-                model_path=str(self._path),
-                n_ctx=int(self._cfg.get("n_ctx") or 2048),
-                n_threads=self._cfg.get("n_threads") or os.cpu_count() or 1,
-                chat_format=chat_format,
-                verbose=False,
-            )
+            try:
+                self._llm = Llama(
+                    model_path=str(self._path),
+                    n_ctx=int(self._cfg.get("n_ctx") or 2048),
+                    n_threads=self._cfg.get("n_threads") or os.cpu_count() or 1,
+                    chat_format=chat_format,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                # A file with the GGUF magic can still be truncated or of an unsupported version; llama.cpp
+                # then says only "Failed to load model from file".
+                raise BackendError(
+                    f"llama.cpp could not load model.path {str(self._path)!r} ({exc}); the file may be "
+                    "truncated, damaged or of a GGUF version this llama.cpp does not read. Download it again "
+                    "or point model.path at another .gguf file."
+                ) from exc
             if not chat_format and not self._llm.metadata.get("tokenizer.chat_template"):
                 # llama-cpp-python then silently falls back to the llama-2 format, which the model was
                 # never trained on: its answers would measure the template, not the model.

@@ -33,15 +33,18 @@ def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
             f"replay file {str(path)!r} does not exist; pass an existing JSONL file as model.path=FILE."
         )
     table: dict[Key, dict[str, Any]] = {}
-    with path.open(encoding="utf-8") as handle:
+    with path.open("rb") as handle:  # bytes: a line that is not UTF-8 is named like any other bad line
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BackendError(f"{where} is not valid JSON ({exc.msg}); fix or remove that line.") from exc
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise BackendError(f"{where} is not valid UTF-8; fix or remove that line.") from exc
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting too deep to read
+                raise BackendError(f"{where} is not valid JSON ({getattr(exc, 'msg', exc)}); fix or remove that "
+                                   "line.") from exc
             if not isinstance(record, dict):
                 raise BackendError(f"{where} must be a JSON object with question_id, condition and response.")
             missing = [k for k in ("question_id", "condition") if k not in record]
