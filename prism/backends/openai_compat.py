@@ -53,8 +53,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
-from prism.backends.remote import RemoteSettings, quiet_transport_logs
-from prism.backends.retry import RetriesExhausted, Transient, call_with_retries, transient_status
+from prism.backends.remote import RemoteSettings, quiet_transport_logs, retry_or_fail
+from prism.backends.retry import Transient, transient_status
 from prism.types import Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:
@@ -536,13 +536,8 @@ class OpenAIBackend:
             endpoint: The API path, for log lines and the error.
             kept: What the error says about collected work and how to go on (a sentence).
         """
-        try:
-            return call_with_retries(call, _classify, self._settings.retry, label=f"{self._url}{endpoint}")
-        except RetriesExhausted as exc:
-            raise BackendError(
-                f"the server at {self._url} did not answer {endpoint}: {exc} (model.retry_budget_s="
-                f"{self._settings.retry.budget_s:g}). {self._fix_for(exc.reason)} {kept}"
-            ) from exc
+        return retry_or_fail(call, _classify, self._settings, label=f"{self._url}{endpoint}",
+                             who=f"the server at {self._url}", endpoint=endpoint, fix_for=self._fix_for, kept=kept)
 
     def _fix_for(self, reason: str) -> str:
         """How to fix what kept failing, in one or two sentences."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prism.backends.base import BackendError
-from prism.backends.retry import RetryPolicy
+from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,37 @@ def _number(model_cfg: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not math.isfinite(number):
         raise BackendError(f"model.{key} must be a number, not {value!r}.")
     return number
+
+
+def retry_or_fail(
+    call: Callable[[], T],
+    classify: Callable[[Exception], Transient | None],
+    settings: RemoteSettings,
+    *,
+    label: str,
+    who: str,
+    endpoint: str,
+    fix_for: Callable[[str], str],
+    kept: str,
+) -> T:
+    """``call()`` with transient failures retried; a one-paragraph BackendError once the budget is spent.
+
+    Shared by the remote backends so they retry, and report running out of retries, the same way.
+
+    Args:
+        call: One attempt.
+        classify: Which failures are transient (see ``prism.backends.retry``).
+        settings: The backend's validated settings (retry policy).
+        label: Where the request goes, for log lines.
+        who: How the error names the server (``Ollama at http://...``).
+        endpoint: The API path.
+        fix_for: How to fix what kept failing, given the last failure's reason.
+        kept: What the error says about collected work and how to go on (a sentence).
+    """
+    try:
+        return call_with_retries(call, classify, settings.retry, label=label)
+    except RetriesExhausted as exc:
+        raise BackendError(
+            f"{who} did not answer {endpoint}: {exc} (model.retry_budget_s={settings.retry.budget_s:g}). "
+            f"{fix_for(exc.reason)} {kept}"
+        ) from exc
