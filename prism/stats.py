@@ -4,7 +4,9 @@ Pure functions over numpy arrays and pandas objects, no I/O. The field's librari
 
 - ``scipy.stats.binomtest`` computes the exact McNemar p-value (a two-sided binomial test on the
   discordant pairs);
-- ``statsmodels.stats.multitest.multipletests(method="holm")`` computes Holm-adjusted p-values;
+- Holm-adjusted p-values are ``statsmodels.stats.multitest.multipletests(method="holm")``'s, computed
+  with its very numpy operations (a test holds them equal): the library runs a full ``gc.collect()`` on
+  every call, a tenth of a second each with MLflow and pandas loaded, twice per compared run;
 - ``statsmodels.stats.inter_rater.cohens_kappa`` computes Cohen's kappa from the contingency table;
 - ``numpy.random.default_rng(seed)`` draws the bootstrap resamples and ``numpy.percentile`` reads the
   percentile interval off them.
@@ -26,7 +28,9 @@ Vocabulary:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +46,11 @@ LEVEL = 0.95
 
 # Upper bound on the size of one block of bootstrap indices (n_boot x n_questions), to bound memory.
 _BLOCK_ELEMENTS = 2_000_000
+
+# Upper bound on the resampling weights kept for reuse (64 MiB of float64; see resample_weights).
+_CACHE_ELEMENTS = 8_000_000
+_WEIGHTS_CACHE: OrderedDict[tuple[int, int, int], tuple[NDArray[np.float64], ...]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 # Bootstrap statistics spread less than this (relative) are one value up to rounding: the interval is
 # then the point itself, so that a constant statistic reads [x, x] and never [x - 1e-17, x + 1e-17].
@@ -91,7 +100,8 @@ def bootstrap_interval(
     Args:
         statistic: Maps a (b, n_questions) array of resampling weights (row r, column i: how many times
             resample r drew question i) to the b values of the statistic. Weights rather than indices let
-            pooled sums be matrix products, several times faster than gathering.
+            pooled sums be matrix products, several times faster than gathering. The weights are
+            read-only: the same ones are handed to every call with the same arguments (:func:`resample_weights`).
         n_questions: Number of questions (clusters) to resample.
         point: The statistic on the observed data; returned as both ends when the resampled values do
             not vary (a degenerate distribution gives [x, x], never NaN).
@@ -112,17 +122,51 @@ def bootstrap_interval(
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_questions == 0 or math.isnan(point):
         return math.nan, math.nan
+    values = np.empty(n_boot, dtype=np.float64)
+    start = 0
+    for weights in resample_weights(n_questions, n_boot, seed):
+        values[start : start + len(weights)] = statistic(weights)
+        start += len(weights)
+    return percentile_interval(values, point, level)
+
+
+def _draw_weights(n_questions: int, n_boot: int, seed: int) -> Iterator[NDArray[np.float64]]:
+    """Draw the resampling weights in blocks of at most ``_BLOCK_ELEMENTS`` (see :func:`resample_weights`)."""
     rng = np.random.default_rng(seed)
     block = max(1, _BLOCK_ELEMENTS // n_questions)
-    values = np.empty(n_boot, dtype=np.float64)
     for start in range(0, n_boot, block):
         rows = min(block, n_boot - start)
         drawn = rng.integers(0, n_questions, size=(rows, n_questions))
         # Row r's draws, counted per question: offset each row's indices into its own block of n_questions.
         flat = (np.arange(rows)[:, None] * n_questions + drawn).ravel()
         weights = np.bincount(flat, minlength=rows * n_questions).reshape(rows, n_questions)
-        values[start : start + rows] = statistic(weights.astype(np.float64))
-    return percentile_interval(values, point, level)
+        yield weights.astype(np.float64)
+
+
+def resample_weights(n_questions: int, n_boot: int, seed: int) -> Iterable[NDArray[np.float64]]:
+    """The resampling weights of :func:`bootstrap_interval`, as row blocks of the (n_boot, n_questions) matrix.
+
+    They depend on nothing but the arguments, and a comparison asks for the same ones again and again (every
+    row of its tables over one set of questions, every pair of models), so the most recently used are kept,
+    read-only, up to ``_CACHE_ELEMENTS`` weights in all; drawing them took most of a bootstrap's time. A
+    matrix larger than that is drawn block by block each time, as before, so memory stays bounded.
+    """
+    key = (n_questions, n_boot, seed)
+    with _CACHE_LOCK:
+        cached = _WEIGHTS_CACHE.get(key)
+        if cached is not None:
+            _WEIGHTS_CACHE.move_to_end(key)
+            return cached
+    if n_questions * n_boot > _CACHE_ELEMENTS:
+        return _draw_weights(n_questions, n_boot, seed)
+    blocks = tuple(_draw_weights(n_questions, n_boot, seed))
+    for weights in blocks:
+        weights.setflags(write=False)
+    with _CACHE_LOCK:
+        _WEIGHTS_CACHE[key] = blocks
+        while sum(n * b for n, b, _ in _WEIGHTS_CACHE) > _CACHE_ELEMENTS:
+            _WEIGHTS_CACHE.popitem(last=False)
+    return blocks
 
 
 def percentile_interval(values: NDArray[np.float64], point: float, level: float = LEVEL) -> tuple[float, float]:
@@ -157,11 +201,17 @@ def question_sums(values: ArrayLike, questions: ArrayLike) -> tuple[NDArray[np.f
         questions: The question id of each cell.
 
     Returns:
-        (numerators, denominators), one entry per distinct question.
+        (numerators, denominators), one entry per distinct question. As in a pandas groupby, a missing
+        question id is left out and a NaN value adds nothing to its question's sum. Counted with
+        ``numpy.bincount`` over ``pandas.factorize`` codes, several times faster than a groupby (sums of
+        whole numbers, the only values PRISM passes, are exact either way).
     """
-    frame = pd.DataFrame({"value": np.asarray(values, dtype=np.float64), "question": np.asarray(questions)})
-    grouped = frame.groupby("question", sort=False)["value"]
-    return grouped.sum().to_numpy(np.float64), grouped.size().to_numpy().astype(np.float64)
+    value = np.asarray(values, dtype=np.float64)
+    codes, uniques = pd.factorize(np.asarray(questions), sort=False)  # codes in order of first appearance
+    keep = codes >= 0
+    codes, value = codes[keep], value[keep]
+    numerators = np.bincount(codes, weights=np.where(np.isnan(value), 0.0, value), minlength=len(uniques))
+    return numerators.astype(np.float64), np.bincount(codes, minlength=len(uniques)).astype(np.float64)
 
 
 def ratio_estimate(
@@ -277,44 +327,56 @@ def mcnemar_exact(only_baseline: int, only_other: int) -> float:
 
 
 def holm(pvalues: Sequence[float] | NDArray[np.float64]) -> NDArray[np.float64]:
-    """Holm-adjusted p-values (``statsmodels.stats.multitest.multipletests(method="holm")``).
+    """Holm-adjusted p-values, equal to ``statsmodels.stats.multitest.multipletests(method="holm")[1]``.
 
-    NaN entries (no test) stay NaN and do not count towards the number of tests.
+    The p-values sorted ascending are multiplied by m, m - 1, ..., 1, made non-decreasing by a running
+    maximum, capped at 1 and put back in their order: statsmodels' own operations, without the full garbage
+    collection it runs on every call. NaN entries (no test) stay NaN and do not count towards the number
+    of tests m.
     """
-    from statsmodels.stats.multitest import multipletests
-
     p = np.asarray(pvalues, dtype=np.float64)
     adjusted = np.full_like(p, np.nan)
     tested = ~np.isnan(p)
     if tested.any():
-        adjusted[tested] = multipletests(p[tested], method="holm")[1]
+        order = np.argsort(p[tested])
+        ranked = np.take(p[tested], order)
+        corrected = np.maximum.accumulate(ranked * np.arange(ranked.size, 0, -1))
+        corrected[corrected > 1] = 1
+        unsorted = np.empty_like(corrected)
+        unsorted[order] = corrected
+        adjusted[tested] = unsorted
     return adjusted
 
 
 def cohens_kappa(answers_a: ArrayLike, answers_b: ArrayLike) -> float:
     """Cohen's kappa between two sequences of answer categories (UNKNOWN a category of its own).
 
-    The square contingency table over the union of categories is built with ``pandas.crosstab`` and
-    kappa = (p_o - p_e) / (1 - p_e) is computed by ``statsmodels.stats.inter_rater.cohens_kappa``.
+    The square contingency table over the union of categories is counted with ``numpy.bincount`` (over
+    ``pandas.factorize`` codes; ``pandas.crosstab`` built the same table ten times slower, and a
+    comparison builds one per pair of models and condition) and kappa = (p_o - p_e) / (1 - p_e) is
+    computed by ``statsmodels.stats.inter_rater.cohens_kappa``.
 
     Returns:
         Kappa, or NaN when it is undefined: no pairs, or p_e = 1 (both sides always give the same single
         category, so chance agreement is already perfect).
     """
-    a = pd.Series(np.asarray(answers_a, dtype=object), dtype=object)
-    b = pd.Series(np.asarray(answers_b, dtype=object), dtype=object)
+    a = np.asarray(answers_a, dtype=object)
+    b = np.asarray(answers_b, dtype=object)
     if a.size == 0:
         return math.nan
-    categories = sorted(set(a) | set(b), key=str)
-    if len(categories) < 2:
+    codes, categories = pd.factorize(np.concatenate([a, b]), sort=True)
+    k = len(categories)
+    if k < 2:
         return math.nan  # p_e = 1: kappa is 0 / 0
     from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
 
-    table = pd.crosstab(a, b).reindex(index=categories, columns=categories, fill_value=0)
-    expected = (table.sum(axis=1).to_numpy() * table.sum(axis=0).to_numpy()).sum() / float(a.size) ** 2
+    code_a, code_b = codes[: a.size], codes[a.size :]
+    observed = (code_a >= 0) & (code_b >= 0)  # a missing value is in no cell of the table (as in crosstab)
+    table = np.bincount(code_a[observed] * k + code_b[observed], minlength=k * k).reshape(k, k).astype(np.float64)
+    expected = (table.sum(axis=1) * table.sum(axis=0)).sum() / float(a.size) ** 2
     if expected >= 1.0:
         return math.nan
-    return float(sm_cohens_kappa(table.to_numpy(dtype=np.float64), return_results=False))
+    return float(sm_cohens_kappa(table, return_results=False))
 
 
 def within_pair_sums(frame: pd.DataFrame) -> pd.DataFrame:

@@ -54,6 +54,16 @@ def test_holm_matches_the_step_down_by_hand_and_skips_nan() -> None:
     assert np.isnan(stats.holm([math.nan])).all()
 
 
+def test_holm_equals_statsmodels_multipletests_exactly() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 5, 19, 100):
+        p = rng.random(size) ** 3
+        p[rng.random(size) < 0.2] = p[0]  # ties
+        assert np.array_equal(stats.holm(p), multipletests(p, method="holm")[1])
+
+
 def test_cohens_kappa_equals_the_formula_with_unknown_as_a_category() -> None:
     a = ["A", "B", "C", "UNKNOWN", "A", "B", "B", "D"]
     b = ["A", "B", "A", "UNKNOWN", "C", "B", "UNKNOWN", "D"]
