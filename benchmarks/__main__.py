@@ -1,6 +1,6 @@
 """Run PRISM's benchmarks and print BENCHMARKS.md's figures as Markdown.
 
-    python -m benchmarks                         # all of them (about 25 minutes on 2 cores)
+    python -m benchmarks                         # all of them (about 30 minutes on 2 cores)
     python -m benchmarks --only overhead rerun   # some of them
     python -m benchmarks --quick                 # every benchmark at toy size, to check the harness
 
@@ -22,10 +22,10 @@ from pathlib import Path
 from benchmarks.common import REPO, Context, machine
 
 BENCHMARKS = {
-    "startup": "benchmarks.startup",
-    "rerun": "benchmarks.rerun",
     "overhead": "benchmarks.overhead",
     "prefix": "benchmarks.prefix_reuse",
+    "rerun": "benchmarks.rerun",
+    "startup": "benchmarks.startup",
     "compare": "benchmarks.compare_scale",
     "concurrency": "benchmarks.concurrency",
 }
