@@ -7,12 +7,12 @@ in order and prints one Markdown section each, which is what BENCHMARKS.md is ma
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -54,29 +54,43 @@ class Timed:
     stderr: str
 
 
-def run_timed(args: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Timed:
-    """Run ``args`` to completion; wall time from spawn to exit, peak RSS of that child alone.
+_launcher: subprocess.Popen[str] | None = None
 
-    ``os.wait4`` gives the rusage of exactly this child (``RUSAGE_CHILDREN`` would be the maximum over every
-    child so far).
+
+def _spawner() -> subprocess.Popen[str]:
+    """The small process that spawns every measured command (see ``benchmarks/launcher.py``)."""
+    global _launcher
+    if _launcher is None or _launcher.poll() is not None:
+        _launcher = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "launcher.py")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+    return _launcher
+
+
+def run_timed(args: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Timed:
+    """Run ``args`` to completion; wall time from spawn to exit, and the peak RSS of that command alone.
+
+    The command is spawned by a small helper process and reaped with ``os.wait4``, which gives the rusage
+    of exactly this child. Spawned from this (large) process instead, the child's peak would start at this
+    process's size, because Linux counts the moment between fork and exec.
 
     Raises:
         SystemExit: If the command fails, with its output, so a broken benchmark never reports a number.
     """
     full_env = {**os.environ, **(env or {})}
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(list(args), env=full_env, cwd=cwd, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here; Popen must not wait again
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if code != 0:
-        raise SystemExit(f"benchmark command failed ({code}): {' '.join(args)}\n{stdout[-2000:]}\n{stderr[-4000:]}")
-    rss = usage.ru_maxrss / 1024  # kilobytes on Linux
-    return Timed(seconds, rss, stdout, stderr)
+    with tempfile.TemporaryDirectory(prefix="prism-bench-io-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        request = {"args": list(args), "env": full_env, "cwd": str(cwd) if cwd else None, "stdout": str(out),
+                   "stderr": str(err)}
+        spawner = _spawner()
+        assert spawner.stdin is not None and spawner.stdout is not None
+        spawner.stdin.write(json.dumps(request) + "\n")
+        spawner.stdin.flush()
+        reply = json.loads(spawner.stdout.readline())
+        stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
+    if reply["code"] != 0:
+        raise SystemExit(f"benchmark command failed ({reply['code']}): {' '.join(args)}\n{stdout[-2000:]}\n"
+                         f"{stderr[-4000:]}")
+    return Timed(reply["seconds"], reply["max_rss_kib"] / 1024, stdout, stderr)  # kibibytes on Linux
 
 
 def machine() -> dict[str, str]:
