@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Self
+
+from backends.loopback import LoopbackServer
 
 LLAMA3_DIGEST = "365c0bd3c000a25d28ddbf732fe1c6add414de7275464c4e4d1c3b5fcb5d8ad1"
 VERSION = "0.6.5"
@@ -67,12 +69,12 @@ class Behaviour:
     down_after: int | None = None
 
 
-class OllamaStub:
+class OllamaStub(LoopbackServer):
     """A threaded HTTP server on 127.0.0.1 that behaves like Ollama (see the module docstring)."""
 
     def __init__(self, behaviour: Behaviour | None = None, port: int = 0, **fields: Any) -> None:
+        super().__init__(port)
         self.behaviour = behaviour or Behaviour(**fields)
-        self._port = port
         self._lock = threading.Lock()
         self.chats: list[dict[str, Any]] = []  # every /api/chat body received, in arrival order
         self.answered = 0  # chats answered with a completion (or garbage)
@@ -80,47 +82,29 @@ class OllamaStub:
         self.in_flight = 0
         self.max_in_flight = 0
         self._down = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._stopper: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        return self._port
-
-    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._port}"
 
-    def start(self) -> OllamaStub:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
+
+    def start(self) -> Self:
         """Listen (again, on the same port after :meth:`stop`) and serve in a daemon thread."""
         if self._stopper is not None:  # a stop triggered by down_after must finish before a restart
             self._stopper.join()
             self._stopper = None
         self._down.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
-        server.daemon_threads = True
-        self._port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
+        return super().start()
 
     def stop(self) -> None:
         """Stop listening: new connections are refused, kept-alive ones are closed on their next request."""
         self._down.set()
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-
-    def __enter__(self) -> OllamaStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().stop()
 
     # -- request handling (called from handler threads) ---------------------------------------------------
 

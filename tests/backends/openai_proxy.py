@@ -22,8 +22,10 @@ import time
 import urllib.parse
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from backends.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,11 @@ class Garbage:
 Fault = Status | Drop | Garbage
 
 
-class ChatProxy:
+class ChatProxy(LoopbackServer):
     """A threaded HTTP proxy on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, upstream: str) -> None:
+        super().__init__()
         split = urllib.parse.urlsplit(upstream)
         self._upstream = (split.hostname or "127.0.0.1", split.port or 80)
         self._root = split.path.rstrip("/")  # e.g. /v1
@@ -61,31 +64,14 @@ class ChatProxy:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self._root}"
+        return f"http://127.0.0.1:{self.port}{self._root}"
 
-    def start(self) -> ChatProxy:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> ChatProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     def reset(self) -> None:
         """Forget what was recorded (faults still queued stay queued)."""

@@ -25,8 +25,10 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from backends.loopback import LoopbackServer
 
 MODEL = "stub-model"
 FINGERPRINT = "fp_stub0001"
@@ -37,7 +39,7 @@ def letter_answer(prompt: str) -> str:
     return "ABC"[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 3]
 
 
-class OpenAIStub:
+class OpenAIStub(LoopbackServer):
     """A threaded HTTP server on 127.0.0.1 that answers like an OpenAI-compatible server (module docstring).
 
     Attributes:
@@ -51,6 +53,7 @@ class OpenAIStub:
 
     def __init__(self, delay_s: float = 0.0, model: str = MODEL, fingerprint: str | None = FINGERPRINT,
                  answer: Callable[[str], str] = letter_answer) -> None:
+        super().__init__()
         self.model = model
         self.fingerprint = fingerprint
         self.delay_s = delay_s
@@ -59,34 +62,15 @@ class OpenAIStub:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
         """The base URL to give the backend (``model.base_url``), ending in ``/v1``."""
         assert self._server is not None, "start the stub first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> OpenAIStub:
-        """Listen on a free loopback port and serve in a daemon thread."""
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening and close the socket."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-
-    def __enter__(self) -> OpenAIStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler_for(self)
 
     def reset(self) -> None:
         """Forget the chats received and the most in flight (between measurements)."""
