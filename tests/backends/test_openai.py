@@ -33,9 +33,9 @@ import pytest
 from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
-from prism.backends.openai_compat import (
+from prism.backends.openai_compat import OpenAIBackend
+from prism.backends.openai_wire import (
     NO_KEY,
-    OpenAIBackend,
     build_request,
     check_base_url,
     check_extra_body,
