@@ -50,7 +50,7 @@ SEED = 0
 
 def condition_names() -> list[str]:
     """The condition names of the ``prism`` condition set (P0-P4), read from its config."""
-    spec = yaml.safe_load((REPO / "conf" / "conditions" / "prism.yaml").read_text(encoding="utf-8"))
+    spec = yaml.safe_load((REPO / "prism" / "conf" / "conditions" / "prism.yaml").read_text(encoding="utf-8"))
     return [str(c["name"]) for c in spec["conditions"]]
 
 

@@ -23,7 +23,7 @@ def compose(overrides: list[str]) -> dict[str, Any]:
     from prism.config import register_configs
 
     register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=overrides)
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert isinstance(container, dict)

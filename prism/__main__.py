@@ -21,7 +21,7 @@ register_configs()
 log = logging.getLogger("prism")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Run one PRISM experiment (one job of a sweep under ``-m``)."""
     from prism.conditions import condition_set_from_config

@@ -1,6 +1,6 @@
 """Prompt conditions and their rendering.
 
-A condition set is data (``conf/conditions/*.yaml``): a version, a closing line, a baseline and its
+A condition set is data (``prism/conf/conditions/*.yaml``): a version, a closing line, a baseline and its
 conditions, each in a family. A condition is one of two kinds:
 
 - a *template condition* (``conditions:`` list, e.g. ``prism.yaml``'s P0-P4): a template whose fields

@@ -1,6 +1,6 @@
 """Typed schemas for every Hydra config group, registered in Hydra's ConfigStore.
 
-``conf/config.yaml`` lists ``prism_schema`` first in its defaults, so each group's YAML is merged onto
+``prism/conf/config.yaml`` lists ``prism_schema`` first in its defaults, so each group's YAML is merged onto
 these dataclasses: a misspelled key or a value of the wrong type fails with Hydra's own error instead
 of being silently ignored.
 """
@@ -233,7 +233,7 @@ class ReproduceConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas so ``conf/config.yaml`` and ``conf/compare.yaml`` can name them in their defaults."""
+    """Register the schemas so ``prism/conf/config.yaml`` and ``prism/conf/compare.yaml`` can name them in their defaults."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="prism_schema", node=PrismConfig)

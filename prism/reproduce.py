@@ -272,7 +272,7 @@ def main() -> None:
     if len(sys.argv) > 1 and "=" not in sys.argv[1] and not sys.argv[1].startswith("-"):
         sys.argv[1] = f"run_id={sys.argv[1]}"
 
-    @hydra.main(version_base="1.3", config_path="../conf", config_name="reproduce")
+    @hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="reproduce")
     def app(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 

@@ -76,7 +76,7 @@ def main() -> None:
     """Render, generate and write the draft rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--conditions", type=Path, default=Path("conf/conditions/prism.yaml"))
+    parser.add_argument("--conditions", type=Path, default=Path("prism/conf/conditions/prism.yaml"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/smollm2_raw.jsonl"))
     parser.add_argument("--arc", type=int, default=22)
     parser.add_argument("--numeric", type=int, default=3)

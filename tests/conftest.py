@@ -30,7 +30,7 @@ def tmp_cache(tmp_path: Path) -> Path:
     return path
 
 
-CONF_DIR = REPO_ROOT / "conf"
+CONF_DIR = REPO_ROOT / "prism" / "conf"
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def run_overrides(workdir: Path, data_dir: Path) -> list[str]:
 
 
 def compose_config(overrides: list[str]) -> dict:
-    """Compose ``conf/config.yaml`` exactly as ``python -m prism`` would, resolved to a plain dict."""
+    """Compose ``prism/conf/config.yaml`` exactly as ``python -m prism`` would, resolved to a plain dict."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 

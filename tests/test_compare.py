@@ -79,7 +79,7 @@ def answers(questions: list[Question], script: dict[str, str]) -> dict[tuple[str
 
 
 def compose_compare(overrides: list[str]) -> dict[str, Any]:
-    """Compose ``conf/compare.yaml`` as ``python -m prism.compare`` would."""
+    """Compose ``prism/conf/compare.yaml`` as ``python -m prism.compare`` would."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 

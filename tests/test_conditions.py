@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from prism.conditions import ConditionError, condition_set_from_config, fill, render, render_all
 from prism.types import Question
 
-CONF = Path(__file__).resolve().parent.parent / "conf" / "conditions" / "prism.yaml"
+CONF = Path(__file__).resolve().parent.parent / "prism" / "conf" / "conditions" / "prism.yaml"
 CLOSING = "Return only the letter of the correct option."
 
 

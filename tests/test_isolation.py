@@ -3,7 +3,7 @@
 - The parser is blind to the answer key by construction (what parsing.py imports, what its functions take
   and read) and in effect (scrambling the key changes correctness only, never what a response parses to).
 - Question and option text holding template syntax (``{question}``, ``${seed}``, Jinja) or control
-  characters reaches the model literally under every condition set in conf/conditions/.
+  characters reaches the model literally under every condition set in prism/conf/conditions/.
 - Names from config or model tags (``llama3:8b``, ``org/model``, ``../x``) never become paths that
   leave the output directory.
 """

@@ -1,6 +1,6 @@
 """Compare finished PRISM runs read from MLflow: condition sensitivity and cross-model divergence.
 
-``python -m prism.compare`` (``conf/compare.yaml``) selects runs, refuses to mix runs of different
+``python -m prism.compare`` (``prism/conf/compare.yaml``) selects runs, refuses to mix runs of different
 configurations, computes the tables (:mod:`prism.compare.tables`, statistics in :mod:`prism.stats`),
 draws the plots and records everything as an MLflow run tagged ``prism.kind=comparison``.
 

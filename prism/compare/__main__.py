@@ -1,4 +1,4 @@
-"""``python -m prism.compare``: the Hydra entry point of the comparison (``conf/compare.yaml``).
+"""``python -m prism.compare``: the Hydra entry point of the comparison (``prism/conf/compare.yaml``).
 
 Only Hydra and OmegaConf are imported at module level, so ``--help`` and ``--cfg job`` stay fast;
 MLflow, pandas, scipy and matplotlib are imported when a comparison actually runs.
@@ -19,7 +19,7 @@ register_configs()
 log = logging.getLogger("prism")
 
 
-@hydra.main(version_base="1.3", config_path="../../conf", config_name="compare")
+@hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="compare")
 def main(cfg: DictConfig) -> None:
     """Compare finished PRISM runs from MLflow and record the comparison as a new run."""
     from prism.compare.core import compare

@@ -1,6 +1,6 @@
 """A Hydra callback that compares the runs of a multirun sweep when the sweep ends (off by default).
 
-Enable it for one sweep with ``hydra/callbacks=compare`` (``conf/hydra/callbacks/compare.yaml``)::
+Enable it for one sweep with ``hydra/callbacks=compare`` (``prism/conf/hydra/callbacks/compare.yaml``)::
 
     python -m prism -m model=smollm2,gemma3_270m dataset.n=20 hydra/callbacks=compare
 
@@ -27,7 +27,7 @@ class CompareCallback(Callback):
 
     def __init__(self, baseline: str = "P0", bootstrap: int = 2000, seed: int = 0,
                  allow_mismatch: bool = False) -> None:
-        """Keep the comparison options (the same meaning as in ``conf/compare.yaml``)."""
+        """Keep the comparison options (the same meaning as in ``prism/conf/compare.yaml``)."""
         self.baseline = baseline
         self.bootstrap = bootstrap
         self.seed = seed

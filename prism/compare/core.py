@@ -241,7 +241,7 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
     """Compare finished runs and record the comparison as a new MLflow run.
 
     Args:
-        cfg: A resolved compare config (``conf/compare.yaml``; see :class:`prism.config.CompareConfig`).
+        cfg: A resolved compare config (``prism/conf/compare.yaml``; see :class:`prism.config.CompareConfig`).
         output_dir: Where the tables and plots are written before upload; defaults to ``cfg["output_dir"]``
             or ``outputs/compare/<time>``.
 

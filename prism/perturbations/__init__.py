@@ -1,7 +1,7 @@
 """Perturbation families: checked, seeded steps that turn P0 into other semantically equivalent prompts.
 
 A variant is a frozen question plus a rendering (:class:`~prism.perturbations.variant.Variant`). A
-condition of a perturbation set (``conf/conditions/option_order.yaml`` and its siblings) lists steps;
+condition of a perturbation set (``prism/conf/conditions/option_order.yaml`` and its siblings) lists steps;
 each step is a pure function of (variant, seed) that declares which attributes it may change:
 
 ====================  ===========================================  =====================

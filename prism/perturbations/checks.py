@@ -123,5 +123,5 @@ def fail(question_id: str, condition: str, step: str, problem: str) -> Perturbat
     """The error that stops a run: which question, which condition, which step, what failed."""
     return PerturbationError(
         f"question {question_id!r}, condition {condition!r}, step {step}: check failed: {problem}. No model "
-        "was asked anything; fix the step or its data in the condition set (conf/conditions/)."
+        "was asked anything; fix the step or its data in the condition set (prism/conf/conditions/)."
     )
