@@ -8,7 +8,7 @@ flight finish and be written before it propagates, so nothing already collected 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,17 +39,41 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str) -> list[Cell]:
-    """Attach the store key (per-request values only, docs/architecture.md) to every request."""
+def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str,
+               settings: Mapping[str, Any] | None = None) -> list[Cell]:
+    """Attach the store key (per-request values only, docs/architecture.md) to every request.
+
+    ``settings``: the backend settings that can change a completion and differ from their defaults
+    (:func:`keyed_settings`); they are part of every key.
+    """
     return [
         Cell(
             request=r,
             dataset=dataset,
             split=split,
-            key=store_key(identity.backend, identity.digest, r.prompt.sha256, r.params.canonical(), r.repetition),
+            key=store_key(identity.backend, identity.digest, r.prompt.sha256, r.params.canonical(), r.repetition,
+                          settings),
         )
         for r in requests
     ]
+
+
+# Backend settings outside the model digest that can change a completion, with their defaults (those of
+# prism.config.ModelConfig): the context size, when a prompt is cut to fit it. Each enters the completion
+# key only when it differs from its default, so stores written before it was keyed keep serving every cell.
+KEYED_SETTINGS: dict[str, dict[str, Any]] = {"llamacpp": {"n_ctx": 2048}, "ollama": {"num_ctx": None}}
+
+
+def keyed_settings(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of :data:`KEYED_SETTINGS` for this model's backend that differ from their defaults."""
+    defaults = KEYED_SETTINGS.get(str(model_cfg.get("backend")), {})
+    chosen = {}
+    for key, default in defaults.items():
+        value = model_cfg.get(key)
+        # llama.cpp reads a null or 0 n_ctx as its default, so those are the default too.
+        if value is not None and value != default and not (key == "n_ctx" and not value):
+            chosen[key] = int(value)
+    return chosen
 
 
 def raw_record(

@@ -22,7 +22,7 @@ from prism import __version__
 from prism.backends.base import Backend, Request, create_backend
 from prism.conditions import ConditionSet, condition_set_from_config, render_all
 from prism.errors import ConfigError
-from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
+from prism.inference import COMPLETION_FIELDS, Cell, collect, keyed_settings, make_cells, raw_record
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import FrozenSet, freeze_question_set
@@ -277,7 +277,7 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
         report_dropped(frozen)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg["generation"])
-        cells = make_cells(requests, identity, frozen.dataset, frozen.split)
+        cells = make_cells(requests, identity, frozen.dataset, frozen.split, keyed_settings(cfg["model"]))
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(
