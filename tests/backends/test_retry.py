@@ -19,6 +19,7 @@ from prism.backends.retry import (
     transient_status,
     transport_failure,
 )
+from prism.config import OllamaModelConfig, OpenAIModelConfig
 
 
 class FakeTime:
@@ -133,10 +134,11 @@ def test_policy_and_settings_reject_values_that_cannot_work() -> None:
         RetryPolicy(budget_s=-1)
     with pytest.raises(ValueError, match="base_delay_s"):
         RetryPolicy(base_delay_s=0)
-    settings = RemoteSettings.from_config({"concurrency": 4, "retry_budget_s": 2})
+    settings = RemoteSettings.from_config(OllamaModelConfig(name="m", concurrency=4, retry_budget_s=2))
     assert (settings.concurrency, settings.retry.budget_s, settings.request_timeout_s) == (4, 2.0, 120.0)
     for bad, match in (({"concurrency": 0}, "concurrency"), ({"concurrency": 1.5}, "concurrency"),
                        ({"request_timeout_s": 0}, "request_timeout_s"), ({"retry_budget_s": -1}, "retry"),
-                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency")):
+                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency"),
+                       ({"request_timeout_s": float("inf")}, "request_timeout_s")):
         with pytest.raises(BackendError, match=match):
-            RemoteSettings.from_config(bad)
+            RemoteSettings.from_config(OpenAIModelConfig(name="m", **bad))
