@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from prism import __version__
 from prism.errors import PrismError
+
+if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
         ``different``, ``missing`` (only the original has it) or ``extra`` (only the reproduction has it),
         and both responses and errors.
     """
+    import pandas as pd
+
     first = {cell_key(r): r for r in original}
     second = {cell_key(r): r for r in again}
     rows = []
@@ -102,6 +107,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
     """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    import pandas as pd
+
     rows = []
     for name in sorted(set(original) | set(again)):
         a, b = original.get(name), again.get(name)
@@ -252,7 +259,7 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
 
 
 def _short(text: object, width: int = 40) -> str:
-    if text is None or (isinstance(text, float) and pd.isna(text)):
+    if text is None or (isinstance(text, float) and math.isnan(text)):
         return "(none)"
     flat = " ".join(str(text).split())
     return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
