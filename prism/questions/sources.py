@@ -106,6 +106,35 @@ def _jsonl_lines(path: Path, raw: bytes) -> list[int]:
     return numbers
 
 
+def _csv_options(path: Path, raw: bytes) -> dict[str, Any]:
+    """Read every CSV column as a string, exactly as written: no type guessing, no ``NA`` -> missing.
+
+    The records are counted here first, because pandas (under ``datasets``) quietly turns a first data row
+    with one cell too many into an index column, shifting every field.
+    """
+    import csv
+    import io
+
+    from datasets import Features, Value
+
+    try:
+        records = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"cannot read {path} as CSV: {exc}. Save it as UTF-8 CSV with a header row.") from exc
+    header = records[0] if records else []
+    if not header or len(set(header)) != len(header) or not all(name.strip() for name in header):
+        raise DataError(f"{path} needs a header row of unique, non-empty column names; it has {header}.")
+    data = [record for record in records[1:] if record]  # pandas skips blank lines too
+    if not data:
+        raise DataError(f"{path} holds no rows: expected a header and one row per question.")
+    for number, record in enumerate(data, start=1):
+        if len(record) != len(header):
+            raise DataError(f"malformed row at {path}, data row {number}: {len(record)} cells, but the header has "
+                            f"{len(header)} ({header}). Give every row one cell per column (empty cells allowed).")
+    features = Features({name: Value("string") for name in header})
+    return {"features": features, "keep_default_na": False, "na_filter": False}
+
+
 def read_file(path: Path, loader: str, source_id: str) -> Rows:
     """Read one local file with ``datasets``' ``json``, ``csv`` or ``parquet`` loader.
 
@@ -124,7 +153,7 @@ def read_file(path: Path, loader: str, source_id: str) -> Rows:
 
     # The rows are checked here, row by row; datasets' "Generating train split" bar is noise.
     datasets.disable_progress_bars()
-    options: dict[str, Any] = {"dtype": str, "keep_default_na": False, "na_filter": False} if loader == "csv" else {}
+    options = _csv_options(path, raw) if loader == "csv" else {}
     try:
         table = datasets.load_dataset(loader, data_files=str(path), split="train", **options)
     except Exception as exc:  # pyarrow and pandas raise many types, e.g. for a field typed differently by row
