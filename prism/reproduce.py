@@ -141,7 +141,7 @@ def localize_data_dir(cfg: dict[str, Any]) -> Check | None:
 def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.base import create_backend
-    from prism.questions import freeze_question_set
+    from prism.questions import freeze_dataset
     from prism.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
@@ -150,11 +150,7 @@ def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
         digest = backend.identity().digest
     finally:
         backend.close()
-    dataset = cfg["dataset"]
-    frozen = freeze_question_set(
-        dataset=dataset["name"], split=dataset["split"], n=int(dataset["n"]), seed=int(dataset["sample_seed"]),
-        data_dir=dataset.get("data_dir"), cache_dir=dataset.get("cache_dir") or ".prism/frozen",
-    )
+    frozen = freeze_dataset(cfg["dataset"])
     return [
         Check("prism.version", tags.get("prism.version", ""), __version__),
         Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
