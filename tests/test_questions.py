@@ -179,7 +179,7 @@ def test_unknown_dataset_lists_the_known_ones(data_dir: Path) -> None:
 
 def test_missing_file_names_the_expected_path(data_dir: Path) -> None:
     expected = data_dir / "sciq" / "train.jsonl"
-    with pytest.raises(DataError, match=f"expected the file {expected}.*validation.jsonl"):
+    with pytest.raises(DataError, match=f"expected the file {expected}.*found: .*test.jsonl"):
         load_questions("sciq", "train", data_dir=data_dir)
 
 
