@@ -20,13 +20,13 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request, create_backend
-from prism.conditions import ConditionSet, condition_set_from_config, render_all
-from prism.config import DatasetConfig, GenerationConfig, PrismConfig, as_plain
+from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
+from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
 from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
-from prism.questions import FrozenSet, freeze_question_set
+from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
@@ -132,12 +132,6 @@ def default_output_dir() -> Path:
     return Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
 
 
-def freeze_dataset(dataset: DatasetConfig) -> FrozenSet:
-    """The frozen question set the ``dataset`` group names (built once, then read from its cache)."""
-    return freeze_question_set(dataset=dataset.name, split=dataset.split, n=dataset.n, seed=dataset.sample_seed,
-                               data_dir=dataset.data_dir, cache_dir=dataset.cache_dir)
-
-
 def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_set: ConditionSet) -> None:
     """Write the resolved config, frozen questions and templates that the run's artifacts are made of."""
     plain = as_plain(cfg)
@@ -151,7 +145,7 @@ def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_s
     (out / "questions").mkdir(exist_ok=True)
     shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
     (out / "prompts").mkdir(exist_ok=True)
-    # The condition set as configured: templates, or the steps and the data they name (issue 8).
+    # The condition set as configured: templates, or the steps and the data they name.
     templates = {k: v for k, v in plain["conditions"].items() if v not in (None, {}, [])}
     # The set's name is config text: safe_filename keeps conditions.name=../x from writing outside prompts/.
     (out / "prompts" / f"{safe_filename(condition_set.name)}.yaml").write_text(
@@ -258,6 +252,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     try:
         frozen = freeze_dataset(cfg.dataset)
         report_dropped(frozen)
+        check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg.generation)
         cells = make_cells(requests, identity, frozen.dataset, frozen.split)
@@ -281,29 +276,21 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     )
 
 
-_DROP_TEXT = {
-    "not_four_options": "without exactly four options",
-    "repeated_options": "with repeated options",
-    "answer_not_in_labels": "whose answer key is not one of their labels",
-}
-
-
 def report_dropped(frozen: FrozenSet) -> None:
-    """Say how many source questions were left out of the pool and why; a bad answer key is a warning.
+    """Say how many source questions were left out of the pool and why (bad data is an error before this).
 
     Counts per reason are also tagged on the run (``prism.dropped.<reason>``, see :func:`run_tags`).
     """
     dropped = {reason: count for reason, count in frozen.dropped.items() if count}
     if not dropped:
         return
-    level = logging.WARNING if dropped.get("answer_not_in_labels") else logging.INFO
-    log.log(level, "%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
-            sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
-            "; ".join(f"{count} {_DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
+    log.info("%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
+              sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
+             "; ".join(f"{count} {DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
 
 
 def run_tags(plan: Plan, out: Path) -> dict[str, str]:
-    """The tags of DESIGN.md, plus the experiment hash, output directory and the model's details."""
+    """The run tags of docs/architecture.md: identity, versions, experiment hash, output dir, model details."""
     commit, dirty = git_state(Path(__file__).resolve().parent)
     return {
         "prism.kind": "run",

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from prism import __version__
 from prism.config import PrismConfig, ReproduceConfig, TrackingConfig, prism_config_from_logged
 from prism.errors import PrismError
+
+if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
         ``different``, ``missing`` (only the original has it) or ``extra`` (only the reproduction has it),
         and both responses and errors.
     """
+    import pandas as pd
+
     first = {cell_key(r): r for r in original}
     second = {cell_key(r): r for r in again}
     rows = []
@@ -103,6 +108,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
     """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    import pandas as pd
+
     rows = []
     for name in sorted(set(original) | set(again)):
         a, b = original.get(name), again.get(name)
@@ -110,6 +117,19 @@ def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> p
         same = both_nan or (a is not None and b is not None and abs(float(a) - float(b)) <= 1e-12)
         rows.append({"metric": name, "original": a, "reproduced": b, "same": bool(same)})
     return pd.DataFrame(rows, columns=["metric", "original", "reproduced", "same"])
+
+
+def with_builtin_dataset(logged: dict[str, Any]) -> dict[str, Any]:
+    """A config logged before datasets had field mappings names a built-in dataset only: its YAML says the rest.
+
+    Without this, the schema's generic defaults would stand in for the dataset's own mapping.
+    """
+    from prism.questions.spec import _builtin_cfg, builtin_names
+
+    dataset = logged.get("dataset") or {}
+    if "fields" in dataset or str(dataset.get("name")) not in builtin_names():
+        return logged
+    return {**logged, "dataset": {**_builtin_cfg(str(dataset["name"])), **dataset}}
 
 
 def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
@@ -125,7 +145,7 @@ def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
 def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.base import create_backend
-    from prism.pipeline import freeze_dataset
+    from prism.questions import freeze_dataset
     from prism.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
@@ -179,7 +199,8 @@ def reproduce(settings: ReproduceConfig, output_dir: str | Path | None = None) -
     except Exception as exc:  # MLflow raises several types for a missing run or artifact
         raise ReproduceError(f"cannot read run {run_id!r} and its logged config from {tracker.uri!r}: {exc}. "
                              "Check the run id and tracking.uri / MLFLOW_TRACKING_URI.") from exc
-    cfg = prism_config_from_logged(yaml.safe_load(Path(config_path).read_text(encoding="utf-8")), settings.overrides)
+    logged_cfg = with_builtin_dataset(yaml.safe_load(Path(config_path).read_text(encoding="utf-8")))
+    cfg = prism_config_from_logged(logged_cfg, settings.overrides)
     cfg = replace(cfg, tracking=TrackingConfig(uri=tracker.uri, experiment=experiment),
                   store=replace(cfg.store, enabled=False))
     cfg, moved = localize_data_dir(cfg)
@@ -241,7 +262,7 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
 
 
 def _short(text: object, width: int = 40) -> str:
-    if text is None or (isinstance(text, float) and pd.isna(text)):
+    if text is None or (isinstance(text, float) and math.isnan(text)):
         return "(none)"
     flat = " ".join(str(text).split())
     return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
