@@ -7,6 +7,7 @@ flight finish and be written before it propagates, so nothing already collected 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prism.backends.base import Backend, Request
+from prism.config import MODEL_SCHEMAS, ModelConfig
 from prism.store import CompletionStore, ResponseLog, store_key
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 
@@ -58,22 +60,20 @@ def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: st
     ]
 
 
-# Backend settings outside the model digest that can change a completion, with their defaults (those of
-# prism.config.ModelConfig): the context size, when a prompt is cut to fit it. Each enters the completion
-# key only when it differs from its default, so stores written before it was keyed keep serving every cell.
-KEYED_SETTINGS: dict[str, dict[str, Any]] = {"llamacpp": {"n_ctx": 2048}, "ollama": {"num_ctx": None}}
+# Backend settings outside the model digest that can change a completion: the context size, when a prompt is
+# cut to fit it. Each enters the completion key only when it differs from its schema's default
+# (prism.config.MODEL_SCHEMAS), so stores written before it was keyed keep serving every cell.
+KEYED_SETTINGS: dict[str, tuple[str, ...]] = {"llamacpp": ("n_ctx",), "ollama": ("num_ctx",)}
 
 
-def keyed_settings(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def keyed_settings(model: ModelConfig) -> dict[str, Any]:
     """The settings of :data:`KEYED_SETTINGS` for this model's backend that differ from their defaults."""
-    defaults = KEYED_SETTINGS.get(str(model_cfg.get("backend")), {})
-    chosen = {}
-    for key, default in defaults.items():
-        value = model_cfg.get(key)
-        # llama.cpp reads a null or 0 n_ctx as its default, so those are the default too.
-        if value is not None and value != default and not (key == "n_ctx" and not value):
-            chosen[key] = int(value)
-    return chosen
+    schema = MODEL_SCHEMAS.get(model.backend)
+    if schema is None:
+        return {}
+    defaults = {f.name: f.default for f in dataclasses.fields(schema)}
+    return {key: getattr(model, key) for key in KEYED_SETTINGS.get(model.backend, ())
+            if getattr(model, key, defaults[key]) != defaults[key]}
 
 
 def raw_record(

@@ -10,11 +10,13 @@ checked by a Hydra callback (``prism.callbacks.OutputDirCheck``), because Hydra 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prism.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prism.config import PrismConfig
 
 
 def check_writable_dir(path: str | os.PathLike[str], setting: str) -> None:
@@ -41,13 +43,13 @@ def check_writable_dir(path: str | os.PathLike[str], setting: str) -> None:
                       f"write in ({setting}=DIR), or fix {existing}; nothing was asked or written yet.")
 
 
-def check_writable_dirs(cfg: Mapping[str, Any], out: Path) -> None:
+def check_writable_dirs(cfg: PrismConfig, out: Path) -> None:
     """Refuse an output directory, frozen-set cache or store directory that cannot be written, before any work.
 
     Raises:
         ConfigError: Naming the directory and the setting that chose it.
     """
     check_writable_dir(out, "hydra.run.dir")
-    check_writable_dir(cfg["dataset"].get("cache_dir") or ".prism/frozen", "dataset.cache_dir")
-    if cfg["store"]["enabled"]:
-        check_writable_dir(Path(cfg["store"]["path"]).expanduser().parent, "store.path")
+    check_writable_dir(cfg.dataset.cache_dir or ".prism/frozen", "dataset.cache_dir")
+    if cfg.store.enabled:
+        check_writable_dir(Path(cfg.store.path).expanduser().parent, "store.path")

@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from prism.config import ModelConfig
+from prism.config import (
+    MODEL_SCHEMAS,
+    LlamaCppModelConfig,
+    ModelConfig,
+    OllamaModelConfig,
+    OpenAIModelConfig,
+    ReplayModelConfig,
+)
 from prism.inference import KEYED_SETTINGS, keyed_settings
 
 
 @pytest.mark.parametrize(("model", "keyed"), [
-    ({"backend": "llamacpp", "n_ctx": 2048}, {}),
-    ({"backend": "llamacpp", "n_ctx": None}, {}),
-    ({"backend": "llamacpp", "n_ctx": 0}, {}),  # llama.cpp reads 0 as its default too
-    ({"backend": "llamacpp"}, {}),
-    ({"backend": "llamacpp", "n_ctx": 4096}, {"n_ctx": 4096}),
-    ({"backend": "ollama", "num_ctx": None}, {}),
-    ({"backend": "ollama", "num_ctx": 8192}, {"num_ctx": 8192}),
-    ({"backend": "ollama", "n_ctx": 4096}, {}),  # another backend's setting changes nothing here
-    ({"backend": "openai", "n_ctx": 4096, "num_ctx": 8192}, {}),  # its extra_body is in the digest instead
-    ({"backend": "replay", "n_ctx": 4096}, {}),
+    (LlamaCppModelConfig(name="m"), {}),
+    (LlamaCppModelConfig(name="m", n_ctx=2048), {}),
+    (LlamaCppModelConfig(name="m", n_ctx=4096), {"n_ctx": 4096}),
+    (OllamaModelConfig(name="m"), {}),
+    (OllamaModelConfig(name="m", num_ctx=8192), {"num_ctx": 8192}),
+    (OpenAIModelConfig(name="m", extra_body={"n_ctx": 4096}), {}),  # extra_body is in its digest instead
+    (ReplayModelConfig(name="m"), {}),
 ])
-def test_only_settings_that_differ_from_their_defaults_are_keyed(model: dict, keyed: dict) -> None:
+def test_only_settings_that_differ_from_their_defaults_are_keyed(model: ModelConfig, keyed: dict) -> None:
     assert keyed_settings(model) == keyed
 
 
-def test_the_keyed_defaults_are_the_schemas() -> None:
-    for defaults in KEYED_SETTINGS.values():
-        for key, default in defaults.items():
-            assert getattr(ModelConfig, key) == default, key
+def test_every_keyed_setting_is_a_field_of_its_backends_schema() -> None:
+    for backend, keys in KEYED_SETTINGS.items():
+        fields = {f.name for f in dataclasses.fields(MODEL_SCHEMAS[backend])}
+        assert set(keys) <= fields, backend
