@@ -149,7 +149,7 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
         CompareError: If nothing matches, or a model named in ``selection.models`` has no run for the
             newest question set.
     """
-    eligible = [r for r in candidates if check_selectable(r) is None and _passes(r, selection)]
+    eligible = [r for r in candidates if check_selectable(r) is None and passes_filters(r, selection)]
     if not eligible:
         return []
     latest_first = sorted(eligible, key=lambda r: (r.start_time, r.run_id), reverse=True)
@@ -170,7 +170,8 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
     return [chosen[m] for m in sorted(chosen)]
 
 
-def _passes(run: RunSummary, selection: Selection) -> bool:
+def passes_filters(run: RunSummary, selection: Selection) -> bool:
+    """Whether a run passes the selection's filters (dataset, models, condition set, sweep)."""
     if selection.dataset and run.params.get("dataset.name") != selection.dataset:
         return False
     if selection.models and run.model not in selection.models:
@@ -204,7 +205,7 @@ def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
         groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
         for run in runs:
             raw = (run.tags if where == "tag" else run.params).get(key)
-            groups.setdefault(_canonical_value(raw), (raw, []))[1].append(run)
+            groups.setdefault(canonical_value(raw), (raw, []))[1].append(run)
         if len(groups) > 1:
             parts = [
                 f"{_show(raw)} in " + ", ".join(f"run {r.run_id} ({r.model})" for r in members)
@@ -214,7 +215,8 @@ def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
     return lines
 
 
-def _canonical_value(raw: str | None) -> Any:
+def canonical_value(raw: str | None) -> Any:
+    """A logged value as compared: a number as a number, and ``null``/``None``/missing as None."""
     if raw is None or raw.strip().lower() in ("", "null", "none"):
         return None
     try:
@@ -224,7 +226,7 @@ def _canonical_value(raw: str | None) -> Any:
 
 
 def _show(raw: str | None) -> str:
-    if _canonical_value(raw) is None:
+    if canonical_value(raw) is None:
         return "unset"
     text = str(raw)
     return repr(text[:12] + "...") if len(text) > 16 else repr(text)
