@@ -96,32 +96,38 @@ def gather_evidence(client: Any, runs: Sequence[RunSummary], uri: str | None) ->
 
 
 def read_evidence(run: RunSummary, metrics: Mapping[str, float], uri: str | None, dst: Path,
-                  scored: bool = False) -> RunEvidence:
+                  scored: bool = False, artifact_uri: str | None = None) -> RunEvidence:
     """One run's evidence: its artifacts downloaded into ``dst`` and read (``scored``: its scored records too).
 
-    What cannot be read is named in :attr:`RunEvidence.problems` and logged, never raised.
+    ``artifact_uri`` is the run's artifact root when the caller already has it (see
+    :func:`prism.compare.select.download`). What cannot be read is named in :attr:`RunEvidence.problems`
+    and logged, never raised.
     """
+
+    def fetch(path: str) -> Path:
+        return download(run.run_id, path, uri, dst, artifact_uri)
+
     problems: list[str] = []
     prompts: list[tuple[str, str]] = []
     question_metrics = None
     questions: dict[str, dict[str, Any]] = {}
     records = None
     try:
-        folder = download(run.run_id, PROMPTS_ARTIFACT, uri, dst)
+        folder = fetch(PROMPTS_ARTIFACT)
         prompts = [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*")) if p.is_file()]
     except CompareError as exc:
         problems.append(f"the templates could not be read ({exc})")
     try:
-        question_metrics = pd.read_csv(download(run.run_id, QUESTION_METRICS_ARTIFACT, uri, dst))
+        question_metrics = pd.read_csv(fetch(QUESTION_METRICS_ARTIFACT))
     except (CompareError, ValueError) as exc:  # ValueError: pandas on an empty or broken CSV
         problems.append(f"the question metrics could not be read, so the readings have no intervals ({exc})")
     try:
-        questions = {str(q["question_id"]): q for q in _json_lines(download(run.run_id, QUESTIONS_ARTIFACT, uri, dst))}
+        questions = {str(q["question_id"]): q for q in _json_lines(fetch(QUESTIONS_ARTIFACT))}
     except (CompareError, ValueError, KeyError) as exc:  # ValueError: a line that is not JSON
         problems.append(f"the frozen questions could not be read, so question texts are not shown ({exc})")
     if scored:
         try:
-            records = pd.DataFrame(_json_lines(download(run.run_id, SCORED_ARTIFACT, uri, dst)))
+            records = pd.DataFrame(_json_lines(fetch(SCORED_ARTIFACT)))
         except (CompareError, ValueError) as exc:
             problems.append(f"the scored records could not be read, so cell-level intervals and responses are not "
                             f"shown ({exc})")

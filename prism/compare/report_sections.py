@@ -17,6 +17,7 @@ import base64
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -329,10 +330,14 @@ class TemplateFile:
     conditions: tuple[tuple[str, str, str], ...]
 
 
+@lru_cache(maxsize=64)
 def template_file(name: str, text: str) -> TemplateFile:
-    """Read a condition set's YAML into its conditions' templates; other layouts are shown verbatim."""
+    """Read a condition set's YAML into its conditions' templates; other layouts are shown verbatim.
+
+    Remembered by content: the runs of a site mostly share a few condition sets.
+    """
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         data = None
     conditions = data.get("conditions") if isinstance(data, dict) else None

@@ -269,8 +269,17 @@ def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[RunSummary]:
     return runs
 
 
-def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Path) -> Path:
+def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Path,
+             artifact_uri: str | None = None) -> Path:
     """Download one artifact of a run through MLflow (works for local stores and servers alike).
+
+    Args:
+        run_id: The run.
+        artifact_path: The artifact, relative to the run's artifact root.
+        tracking_uri: The tracking store.
+        dst: Where to put it.
+        artifact_uri: The run's artifact root (``run.info.artifact_uri``), when already known: the download
+            then skips resolving ``runs:/`` through the store, two lookups of the run per artifact.
 
     Raises:
         CompareError: If the run has no such artifact.
@@ -280,8 +289,12 @@ def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Pat
     dst.mkdir(parents=True, exist_ok=True)
     try:
         with _quiet_downloads():
-            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
-                                                       dst_path=str(dst), tracking_uri=tracking_uri)
+            if artifact_uri:
+                path = mlflow.artifacts.download_artifacts(artifact_uri=f"{artifact_uri.rstrip('/')}/{artifact_path}",
+                                                           dst_path=str(dst), tracking_uri=tracking_uri)
+            else:
+                path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
+                                                           dst_path=str(dst), tracking_uri=tracking_uri)
     except Exception as exc:  # MlflowException, OSError, or a REST error from a server
         raise CompareError(f"cannot download {artifact_path} of run {run_id}: {exc}") from exc
     return Path(path)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from prism import stats
 from prism.compare.evidence import RunEvidence
-from prism.compare.readings import question_estimates
+from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import COMPARABILITY, canonical_value
 from prism.publish.runs import Cell, cell_of
 from prism.stats import Estimate
@@ -138,6 +138,27 @@ class Row:
     item: RunEvidence
     values: dict[str, Value]
     markers: tuple[str, ...]
+
+    @property
+    def cell(self) -> Cell:
+        """The run's model x dataset x condition set."""
+        return cell_of(self.item.run)
+
+
+def reading_numbers(row: Row) -> ModelNumbers:
+    """The numbers a run's reading is made of, from its leaderboard values.
+
+    They are the logged metrics and intervals :func:`prism.compare.evidence.model_numbers` gives, without
+    drawing the bootstrap twice.
+    """
+
+    def estimate(key: str) -> Estimate:
+        value = row.values[key]
+        return Estimate(value.value, value.low, value.high) if not math.isnan(value.value) else Estimate.undefined()
+
+    return ModelNumbers(row.item.run.label, estimate("question_majority_accuracy"), estimate("mean_agreement"),
+                        estimate("prompt_invariant_incorrect_rate"),
+                        row.item.metrics.get("answer_recovery_rate", math.nan))
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,19 @@ class Cell:
     conditions: str
 
 
+def dataset_label(run: RunSummary) -> str:
+    """How the site names the run's dataset: its ``dataset.name``, with the split when it is not ``test``.
+
+    Runs on two splits of one dataset are asked different questions, so they are different columns of
+    the site, never one.
+    """
+    name, split = run.params.get("dataset.name", "not recorded"), run.params.get("dataset.split", "test")
+    return name if split == "test" else f"{name} ({split})"
+
+
 def cell_of(run: RunSummary) -> Cell:
-    """The run's model x dataset x condition set."""
-    return Cell(run.model, run.params.get("dataset.name", "?"), run.params.get("conditions.name", "?"))
+    """The run's model x dataset (with its split) x condition set."""
+    return Cell(run.model, dataset_label(run), run.params.get("conditions.name", "not recorded"))
 
 
 def latest_per_cell(candidates: Iterable[RunSummary], selection: Selection) -> list[RunSummary]:
@@ -81,11 +91,29 @@ def select_runs(client: Any, experiment_id: str, experiment: str, uri: str, sele
     return [RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags, label=r.model) for r in runs]
 
 
-def read_runs(client: Any, runs: Sequence[RunSummary], uri: str | None) -> list[RunEvidence]:
-    """Each run's metrics, templates, question metrics, frozen questions and scored records, through MLflow."""
+def read_runs(client: Any, experiment_ids: Sequence[str], runs: Sequence[RunSummary],
+              uri: str | None) -> list[RunEvidence]:
+    """Each run's metrics, templates, question metrics, frozen questions and scored records, through MLflow.
+
+    Metrics and artifact roots come from one search per hundred runs rather than a lookup per run, and each
+    artifact is fetched from the run's artifact root directly.
+    """
+    found: dict[str, Any] = {}
+    ids = [r.run_id for r in runs]
+    for start in range(0, len(ids), _BATCH):
+        quoted = ", ".join(f"'{run_id}'" for run_id in ids[start:start + _BATCH])
+        for made in client.search_runs(list(experiment_ids), filter_string=f"attributes.run_id IN ({quoted})",
+                                       max_results=_BATCH):
+            found[str(made.info.run_id)] = made
     evidence = []
     with tempfile.TemporaryDirectory(prefix="prism-publish-") as tmp:
         for run in runs:
-            metrics = {str(k): float(v) for k, v in client.get_run(run.run_id).data.metrics.items()}
-            evidence.append(read_evidence(run, metrics, uri, Path(tmp) / run.run_id, scored=True))
+            made = found.get(run.run_id) or client.get_run(run.run_id)  # a named run of another experiment
+            metrics = {str(k): float(v) for k, v in made.data.metrics.items()}
+            evidence.append(read_evidence(run, metrics, uri, Path(tmp) / run.run_id, scored=True,
+                                          artifact_uri=str(made.info.artifact_uri)))
     return evidence
+
+
+# Run ids per search (MLflow's SQL stores take a few hundred values in one IN clause).
+_BATCH = 100

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prism.compare.evidence import RunEvidence, model_numbers
+from prism.compare.evidence import RunEvidence
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
 from prism.publish import board
@@ -77,7 +77,7 @@ def publish(cfg: Mapping[str, Any]) -> Site:
     client = mlflow.tracking.MlflowClient(uri)
     experiment_id = _experiment_id(client, experiment, uri)
     runs = select_runs(client, experiment_id, experiment, uri, selection)
-    evidence = read_runs(client, runs, uri)
+    evidence = read_runs(client, [experiment_id], runs, uri)
     options = cfg.get("publish") or {}
     out = Path(str(options.get("out") or "site"))
     title = str(options.get("title") or f"PRISM results: {experiment}")
@@ -171,9 +171,9 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
         _write(out, model_page(model), text, site)
 
     for item in evidence:
-        numbers = model_numbers(item, context.n_boot, context.seed)
-        card = sections.reading_cards([numbers], [read_patterns(numbers)])[0]
         row = rows[item.run.run_id]
+        numbers = board.reading_numbers(row)
+        card = sections.reading_cards([numbers], [read_patterns(numbers)])[0]
         title = f"{item.run.model} on {cell_of(item.run).dataset} · {context.title}"
         text = render("site/run.html.j2", **common, title=title,
                       **_links("../"), stylesheet="../" + STYLESHEET, item=item, row=row,

@@ -1,0 +1,160 @@
+"""Publish at scale: ``python -m prism.publish`` over 50 models x 3 datasets x 2 condition sets (300 runs).
+
+A team publishing an experiment's results must not find the site build slowing down faster than the
+number of runs. This makes 300 replay runs (:mod:`prism.backends.replay`) into one SQLite tracking store:
+50 synthetic models (:func:`benchmarks.compare_scale.replay_records`: seeded accuracy, per-condition flips,
+the answer forms small models write) on ARC-Challenge (test), SciQ (test) and ARC-Challenge's validation
+split (the site shows a split other than test as a dataset of its own), each under the default condition
+set (``prism``, 5 conditions) and ``robustness`` (21 conditions, every perturbation family). The runs are
+made by two Hydra multiruns of ``python -m prism`` (setup, reported apart, not timed below).
+
+Then the real command, each in its own child process, over the runs of the first 12, 25 and 50 models
+(72, 150 and 300 runs; ``filters.models``): wall time, peak resident memory, pages and bytes written, and
+how the time grows (``t = a + b*k`` through the smallest and largest size; the middle one checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+from benchmarks.common import Context, Section, run_timed
+from benchmarks.compare_scale import replay_records
+
+COMMAND = "python -m benchmarks --only publish"
+SEED = 0
+# (dataset config, split): three question sets; arc_challenge's validation split is a dataset of its own.
+DATASETS = (("arc_challenge", "test"), ("sciq", "test"), ("arc_challenge", "validation"))
+CONDITION_SETS = ("prism", "robustness")
+
+
+def condition_names(conditions: str) -> list[str]:
+    """The condition names of a condition set, as the main app composes it."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from benchmarks.common import REPO
+    from prism.conditions import condition_set_from_config
+    from prism.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"conditions={conditions}"])
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved, dict)
+    return list(condition_set_from_config(resolved["conditions"]).names)
+
+
+def make_runs(ctx: Context, n_models: int, n_questions: int) -> tuple[int, float, Path]:
+    """Write the replay files and model configs, then make every run in one multirun per split.
+
+    Each model config names its replay file by ``${dataset.name}``, ``${dataset.split}`` and
+    ``${conditions.name}``, so one sweep over models x datasets x condition sets finds the right file.
+
+    Returns:
+        The number of runs made, the seconds the multiruns took, and the tracking store's database path.
+    """
+    from prism.questions import freeze_question_set
+
+    work = ctx.workdir / "publish_site"
+    models_dir = work / "conf" / "model"
+    models_dir.mkdir(parents=True, exist_ok=True)
+    names = [f"m{i:02d}" for i in range(1, n_models + 1)]
+    for dataset, split in DATASETS:
+        frozen = freeze_question_set(dataset, split, n_questions, SEED, ctx.data_dir, work / "frozen")
+        questions = list(frozen.questions)
+        for conditions in CONDITION_SETS:
+            names_in_set = condition_names(conditions)
+            for index, name in enumerate(names, start=1):
+                # The model's skill is its own; the dataset and condition set shift its seed a little.
+                records = replay_records(index, questions, names_in_set)
+                path = work / "replay" / f"{name}-{dataset}-{split}-{conditions}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    for name in names:
+        replay = str(work / "replay" / name) + "-${dataset.name}-${dataset.split}-${conditions.name}.jsonl"
+        (models_dir / f"{name}.yaml").write_text(yaml.safe_dump({"name": name, "backend": "replay", "path": replay}),
+                                                 encoding="utf-8")
+    db = work / "mlflow.db"
+    seconds, made = 0.0, 0
+    sweeps = (("arc_challenge,sciq", "test"), ("arc_challenge", "validation"))
+    for index, (datasets, split) in enumerate(sweeps):
+        done = run_timed(
+            [sys.executable, "-m", "prism", "-m", f"hydra.searchpath=[file://{work / 'conf'}]",
+             f"model={','.join(names)}", f"dataset={datasets}", f"dataset.split={split}",
+             f"conditions={','.join(CONDITION_SETS)}", f"dataset.n={n_questions}", f"seed={SEED}",
+             f"dataset.data_dir={ctx.data_dir}", f"dataset.cache_dir={work / 'frozen'}", "store.enabled=false",
+             f"store.path={work / 'store.sqlite'}", f"tracking.uri=sqlite:///{db}",
+             f"hydra.sweep.dir={work / f'sweep-{index}'}"],
+            env={"PRISM_DATA_DIR": str(ctx.data_dir)}, cwd=work,
+        )
+        seconds += done.seconds
+        made += len(re.findall(r"^MLflow run ([0-9a-f]{32}) ", done.stdout, flags=re.MULTILINE))
+    expected = n_models * len(DATASETS) * len(CONDITION_SETS)
+    if made != expected:
+        raise SystemExit(f"expected {expected} runs from the multiruns, found {made}")
+    return made, seconds, db
+
+
+def publish_command(models: list[str], db: Path, out: Path) -> list[str]:
+    """The measured command: ``python -m prism.publish`` over these models' runs, defaults otherwise."""
+    return [sys.executable, "-m", "prism.publish", f"tracking.uri=sqlite:///{db}",
+            f"filters.models=[{','.join(models)}]", f"publish.out={out}",
+            f"hydra.run.dir={out.parent / (out.name + '-hydra')}"]
+
+
+def _size(site: Path) -> tuple[int, float]:
+    files = [p for p in site.rglob("*") if p.is_file()]
+    return sum(1 for p in files if p.suffix == ".html"), sum(p.stat().st_size for p in files) / 2**20
+
+
+def run(ctx: Context) -> Section:
+    """Make the runs, then time ``prism.publish`` over the runs of the first k models for each k."""
+    sizes, n_questions = ((2, 3, 4), 5) if ctx.quick else ((12, 25, 50), 20)
+    per_model = len(DATASETS) * len(CONDITION_SETS)
+    n_runs, setup_s, db = make_runs(ctx, max(sizes), n_questions)
+    work = db.parent
+    names = [f"m{i:02d}" for i in range(1, max(sizes) + 1)]
+    # One small build first, untimed: the interpreter, pandas, MLflow and Jinja2 are read from disk once.
+    run_timed(publish_command(names[:1], db, work / "site-warmup"), cwd=work)
+    timed = {k: run_timed(publish_command(names[:k], db, work / f"site-{k}"), cwd=work) for k in sizes}
+
+    small, mid, large = sizes
+    per_run = (timed[large].seconds - timed[small].seconds) / ((large - small) * per_model)
+    fixed = timed[small].seconds - per_run * small * per_model
+    predicted_mid = fixed + per_run * mid * per_model
+    figures: dict[str, float] = {"setup_s": setup_s, "n_runs": float(n_runs), "n_questions": float(n_questions),
+                                 "fixed_s": fixed, "per_run_s": per_run,
+                                 "ratio_large_mid": timed[large].seconds / timed[mid].seconds,
+                                 "mid_predicted_s": predicted_mid}
+    rows = ["| models | runs | wall s | s per run | peak RSS MiB | pages | site MiB |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k, t in timed.items():
+        pages, mib = _size(work / f"site-{k}")
+        runs = k * per_model
+        rows.append(f"| {k} | {runs} | {t.seconds:.1f} | {t.seconds / runs:.3f} | {t.max_rss_mib:.0f} | {pages} | "
+                    f"{mib:.1f} |")
+        figures.update({f"wall_s_{runs}": t.seconds, f"peak_rss_mib_{runs}": t.max_rss_mib,
+                        f"pages_{runs}": float(pages), f"site_mib_{runs}": mib})
+    body = [
+        f"{n_runs} replay runs ({max(sizes)} models x {len(DATASETS)} datasets x {len(CONDITION_SETS)} condition "
+        f"sets, {n_questions} questions each; prism has 5 conditions, robustness 21), made by two multiruns of "
+        f"`python -m prism` in {setup_s:.0f} s (setup, not timed below); then `python -m prism.publish` with its "
+        "defaults (2000 bootstrap resamples per interval) over the runs of the first k models, each build in its "
+        "own process.",
+        "",
+        *rows,
+        "",
+        f"Through the smallest and largest builds, t = a + b*runs with a = {fixed:.1f} s once (start-up, MLflow, "
+        f"the search) and b = {per_run:.3f} s per run (four artifact downloads, eight bootstrap intervals, a run "
+        f"page, a row on every pre-rendered sort page); it predicts {predicted_mid:.1f} s for {mid * per_model} "
+        f"runs, measured {timed[mid].seconds:.1f} s. t({large * per_model})/t({mid * per_model}) = "
+        f"{figures['ratio_large_mid']:.2f} for {large / mid:.1f} times the runs. Peak memory holds every run's "
+        "scored records and question metrics at once (the leaderboard is drawn from all of them). The machine "
+        "is shared (2 cores, other work running): read ratios, not absolute seconds.",
+    ]
+    return Section("7. Publish at scale", COMMAND, body, figures)
