@@ -167,7 +167,7 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
                       stylesheet="../" + STYLESHEET, model=model, items=items,
                       rows=[rows[i.run.run_id] for i in items],
                       heat=panel, shade=board.shade, metrics=board.LEADERBOARD,
-                      setup=sections.setup_rows(items[:1], absent="not recorded"))
+                      setup=sections.setup_rows(items, absent="not recorded"))
         _write(out, model_page(model), text, site)
 
     for item in evidence:
