@@ -4,7 +4,7 @@
     python scripts/site_screenshots.py --replay                 # scripted models only: a minute, not ten
     python scripts/site_screenshots.py --skip-runs --workdir D  # publish and shoot the runs already in D
 
-Runs (into a scratch SQLite store in the work directory): SmolLM2-135M-Instruct on 20 ARC-Challenge and 20
+Runs (into a scratch SQLite store in the work directory): SmolLM2-135M-Instruct on 10 ARC-Challenge and 10
 SciQ questions under the default condition set (unless ``--replay``), and three scripted replay models on
 the same questions under the default set and under ``conditions=robustness`` (every perturbation family).
 Then ``python -m prism.publish`` and headless Chromium (Debian's ``chromium``) opening the site from disk at
@@ -63,9 +63,15 @@ def condition_names(conditions: str) -> list[str]:
 
 
 def make_replay_runs(workdir: Path, uri: str, n: int, data_dir: str, env: dict[str, str]) -> None:
-    """Each scripted model on each dataset under the default condition set and under robustness."""
+    """Each scripted model on each dataset under the default condition set and under robustness.
+
+    One multirun over models x datasets x condition sets: each model's config (on a Hydra search path in the
+    work directory) names its replay file by ``${dataset.name}`` and ``${conditions.name}``.
+    """
     from prism.questions import freeze_question_set
 
+    conf = workdir / "conf" / "model"
+    conf.mkdir(parents=True, exist_ok=True)
     for dataset in DATASETS:
         questions = freeze_question_set(dataset, "test", n, 0, data_dir, workdir / "frozen").questions
         for conditions in ("prism", "robustness"):
@@ -81,11 +87,16 @@ def make_replay_runs(workdir: Path, uri: str, n: int, data_dir: str, env: dict[s
                         response = f"{label}. {q.options[q.labels.index(label)]}" if rng.random() < 0.6 else label
                         lines.append(json.dumps({"question_id": q.question_id, "condition": condition,
                                                  "response": response}))
-                path = workdir / f"{name}-{dataset}-{conditions}.jsonl"
+                path = workdir / "replay" / f"{name}-{dataset}-{conditions}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-                run([sys.executable, "-m", "prism", "model=replay", f"model.path={path}", f"model.name={name}",
-                     f"dataset={dataset}", f"conditions={conditions}", *common(workdir, uri, data_dir, n),
-                     f"hydra.run.dir={workdir}/run-{name}-{dataset}-{conditions}"], workdir, env)
+    for name, _, _ in REPLAY_MODELS:
+        replay = f"{workdir}/replay/{name}-${{dataset.name}}-${{conditions.name}}.jsonl"
+        (conf / f"{name}.yaml").write_text(f"name: {name}\nbackend: replay\npath: {replay}\n", encoding="utf-8")
+    run([sys.executable, "-m", "prism", "-m", f"hydra.searchpath=[file://{workdir / 'conf'}]",
+         f"model={','.join(name for name, _, _ in REPLAY_MODELS)}", f"dataset={','.join(DATASETS)}",
+         "conditions=prism,robustness", *common(workdir, uri, data_dir, n), "store.enabled=false",
+         f"hydra.sweep.dir={workdir}/multirun-replay"], workdir, env)
 
 
 def main() -> None:
@@ -93,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "prism-site-screenshots")
     parser.add_argument("--out", type=Path, default=REPO / "docs")
-    parser.add_argument("--n", type=int, default=20, help="questions per run")
+    parser.add_argument("--n", type=int, default=10, help="questions per run (each asked under 5 or 21 conditions)")
     parser.add_argument("--data-dir", default=os.environ.get("PRISM_DATA_DIR") or str(REPO.parent / "shared" / "data"))
     parser.add_argument("--skip-runs", action="store_true", help="publish the runs already in the work directory")
     parser.add_argument("--replay", action="store_true", help="scripted replay models only (no SmolLM2)")

@@ -253,6 +253,25 @@ def test_filters_select_like_compare_and_bad_input_is_one_clear_error(site: dict
         publish({"tracking": {"uri": site["uri"]}, "filters": {"models": ["nobody"]}, "publish": {"out": str(out)}})
 
 
+def test_a_rebuild_replaces_its_pages_and_never_touches_other_files(site: dict[str, Any]) -> None:
+    from prism.compare.select import CompareError
+    from prism.publish.site import publish
+
+    out = site["root"] / "rebuilt"
+    cfg = {"tracking": {"uri": site["uri"]}, "publish": {"out": str(out)}, "bootstrap": 20}
+    publish({**cfg, "filters": {"models": ["alpha", "beta"]}})
+    beta = out / "runs" / f"{site['ids']['beta/arc_challenge']}.html"
+    assert beta.is_file()
+    publish({**cfg, "filters": {"models": ["alpha"]}})
+    assert not beta.exists() and (out / "models" / "alpha.html").is_file()  # beta's pages went with its runs
+    mine = site["root"] / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(CompareError, match="did not write"):
+        publish({**cfg, "publish": {"out": str(mine)}})
+    assert (mine / "notes.txt").read_text() == "keep" and list(mine.iterdir()) == [mine / "notes.txt"]
+
+
 def test_import_is_light_and_help_works() -> None:
     code = ("import sys, prism.publish, prism.publish.__main__; "
             "print(sorted(m for m in ('mlflow', 'pandas', 'jinja2', 'scipy', 'matplotlib') if m in sys.modules))")

@@ -14,7 +14,7 @@ from prism.config import CompareFilters, TrackingConfig
 class PublishOutput:
     """Where the site is written."""
 
-    # The site's directory (created; pages already in it are replaced).
+    # The site's directory: new, empty, or an earlier build's (whose pages are replaced).
     out: str = "site"
     # The site's title (default: "PRISM results: <experiment>").
     title: str | None = None

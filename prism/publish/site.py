@@ -10,7 +10,6 @@ or from any static host. No Hydra import here: the entry point calls :func:`publ
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +28,9 @@ log = logging.getLogger(__name__)
 # page. (``'self'`` covers files beside the page when it is opened from disk, too.)
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'")
 STYLESHEET = "style.css"
+# The list of files a build wrote: a rebuild replaces them and removes pages of runs no longer shown,
+# and never touches a directory without it.
+MANIFEST = ".prism-site"
 
 
 @dataclass
@@ -133,10 +135,9 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
     from prism.compare import report_sections as sections
     from prism.render import render
 
-    out.mkdir(parents=True, exist_ok=True)
-    for folder in ("models", "runs"):  # pages of runs no longer selected must not linger
-        shutil.rmtree(out / folder, ignore_errors=True)
-        (out / folder).mkdir()
+    previous = _claim(out)
+    for folder in ("models", "runs"):
+        (out / folder).mkdir(exist_ok=True)
     templates = files("prism") / "templates"
     (out / STYLESHEET).write_text((templates / "style.css").read_text(encoding="utf-8")
                                   + (templates / "site" / "site.css").read_text(encoding="utf-8"), encoding="utf-8")
@@ -184,7 +185,30 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
                       disagreements=board.disagreements(item), options=sections.option_lines,
                       run_url=context.run_url(item.run.run_id), sampling=sections.sampling_used([item]))
         _write(out, run_page(item.run.run_id), text, site)
+    for stale in sorted(previous - set(site.pages)):  # pages of runs no longer selected must not linger
+        (out / stale).unlink(missing_ok=True)
+    (out / MANIFEST).write_text("".join(f"{page}\n" for page in [STYLESHEET, *site.pages]), encoding="utf-8")
     return site
+
+
+def _claim(out: Path) -> set[str]:
+    """Make ``out`` the site's directory and return the pages an earlier build wrote there.
+
+    Raises:
+        CompareError: If ``out`` is a file, or a non-empty directory that no build of the site made (its
+            files are never overwritten or removed).
+    """
+    if out.exists() and not out.is_dir():
+        raise CompareError(f"publish.out={out} is a file; name a directory for the site (it is created).")
+    manifest = out / MANIFEST
+    if out.is_dir() and any(out.iterdir()) and not manifest.is_file():
+        raise CompareError(f"publish.out={out} is a directory with files that prism.publish did not write (no "
+                           f"{MANIFEST}); name a new or empty directory, so nothing in it is overwritten.")
+    out.mkdir(parents=True, exist_ok=True)
+    if not manifest.is_file():
+        return set()
+    return {line for line in manifest.read_text(encoding="utf-8").splitlines()
+            if line.endswith(".html") and ".." not in line}
 
 
 def _links(root: str) -> dict[str, Any]:
