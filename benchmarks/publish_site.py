@@ -71,8 +71,9 @@ def _template_runs(ctx: Context, work: Path, n_questions: int) -> tuple[list[str
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
     replay = str(work / "replay" / "m01") + "-${dataset.name}-${dataset.split}-${conditions.name}.jsonl"
-    (models_dir / "m01.yaml").write_text(yaml.safe_dump({"name": "m01", "backend": "replay", "path": replay}),
-                                         encoding="utf-8")
+    # A lab's own model file names its backend's schema first, as prism/conf/model/*.yaml do.
+    spec = {"defaults": ["/schema/model/replay@_here_", "_self_"], "name": "m01", "backend": "replay", "path": replay}
+    (models_dir / "m01.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     db = work / "mlflow.db"
     seconds, run_ids = 0.0, []
     for index, (datasets, split) in enumerate((("arc_challenge,sciq", "test"), ("arc_challenge", "validation"))):

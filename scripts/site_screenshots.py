@@ -92,7 +92,8 @@ def make_replay_runs(workdir: Path, uri: str, n: int, data_dir: str, env: dict[s
                 path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     for name, _, _ in REPLAY_MODELS:
         replay = f"{workdir}/replay/{name}-${{dataset.name}}-${{conditions.name}}.jsonl"
-        (conf / f"{name}.yaml").write_text(f"name: {name}\nbackend: replay\npath: {replay}\n", encoding="utf-8")
+        (conf / f"{name}.yaml").write_text(f"defaults:\n  - /schema/model/replay@_here_\n  - _self_\nname: {name}\n"
+                                           f"backend: replay\npath: {replay}\n", encoding="utf-8")
     run([sys.executable, "-m", "prism", "-m", f"hydra.searchpath=[file://{workdir / 'conf'}]",
          f"model={','.join(name for name, _, _ in REPLAY_MODELS)}", f"dataset={','.join(DATASETS)}",
          "conditions=prism,robustness", *common(workdir, uri, data_dir, n), "store.enabled=false",

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import html5lib
 import pytest
-from conftest import CONF_DIR, compose_config, run_overrides
+from conftest import CONF_DIR, compose, compose_config, run_overrides
 
 from prism.formatting import NO_KEY, percent
 from prism.pipeline import run
@@ -94,6 +94,15 @@ def site(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str, 
     metrics = {run_id: client.get_run(run_id).data.metrics for run_id in ids.values()}
     return {"root": root, "out": out, "ids": ids, "metrics": metrics, "stdout": done.stdout, "client": client,
             "uri": uri}
+
+
+def settings(uri: str, *overrides: str) -> Any:
+    """``publish.yaml`` composed with ``overrides``, as ``python -m prism.publish`` makes its config."""
+    from prism.config import to_schema
+    from prism.publish.config import PublishConfig, register
+
+    register()
+    return to_schema(compose("publish", [f"tracking.uri={uri}", *overrides]), PublishConfig)
 
 
 def pages(out: Path) -> list[Path]:
@@ -242,33 +251,31 @@ def test_filters_select_like_compare_and_bad_input_is_one_clear_error(site: dict
     from prism.compare.select import CompareError
     from prism.publish.site import publish
 
-    out = site["root"] / "arc-only"
-    built = publish({"tracking": {"uri": site["uri"]}, "filters": {"dataset": "arc_challenge", "models": ["alpha"]},
-                     "publish": {"out": str(out)}, "bootstrap": 50})
+    uri, out = site["uri"], site["root"] / "arc-only"
+    built = publish(settings(uri, "filters.dataset=arc_challenge", "filters.models=[alpha]", f"publish.out={out}",
+                             "bootstrap=50"))
     assert built.runs == [site["ids"]["alpha/arc_challenge"]]
     with pytest.raises(CompareError, match="drop the filters"):
-        publish({"tracking": {"uri": site["uri"]}, "runs": [site["ids"]["alpha/sciq"]],
-                 "filters": {"dataset": "sciq"}, "publish": {"out": str(out)}})
+        publish(settings(uri, f"runs=[{site['ids']['alpha/sciq']}]", "filters.dataset=sciq", f"publish.out={out}"))
     with pytest.raises(CompareError, match="no FINISHED run of model nobody"):
-        publish({"tracking": {"uri": site["uri"]}, "filters": {"models": ["nobody"]}, "publish": {"out": str(out)}})
+        publish(settings(uri, "filters.models=[nobody]", f"publish.out={out}"))
 
 
 def test_a_rebuild_replaces_its_pages_and_never_touches_other_files(site: dict[str, Any]) -> None:
     from prism.compare.select import CompareError
     from prism.publish.site import publish
 
-    out = site["root"] / "rebuilt"
-    cfg = {"tracking": {"uri": site["uri"]}, "publish": {"out": str(out)}, "bootstrap": 20}
-    publish({**cfg, "filters": {"models": ["alpha", "beta"]}})
+    uri, out = site["uri"], site["root"] / "rebuilt"
+    publish(settings(uri, f"publish.out={out}", "bootstrap=20", "filters.models=[alpha,beta]"))
     beta = out / "runs" / f"{site['ids']['beta/arc_challenge']}.html"
     assert beta.is_file()
-    publish({**cfg, "filters": {"models": ["alpha"]}})
+    publish(settings(uri, f"publish.out={out}", "bootstrap=20", "filters.models=[alpha]"))
     assert not beta.exists() and (out / "models" / "alpha.html").is_file()  # beta's pages went with its runs
     mine = site["root"] / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep")
     with pytest.raises(CompareError, match="did not write"):
-        publish({**cfg, "publish": {"out": str(mine)}})
+        publish(settings(uri, f"publish.out={mine}"))
     assert (mine / "notes.txt").read_text() == "keep" and list(mine.iterdir()) == [mine / "notes.txt"]
 
 

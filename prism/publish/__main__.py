@@ -10,7 +10,7 @@ import logging
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from prism.config import register_configs
 from prism.publish.config import register
@@ -23,13 +23,13 @@ log = logging.getLogger("prism")
 @hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="publish")
 def main(cfg: DictConfig) -> None:
     """Build the static results site from the experiment's finished runs."""
+    from prism.config import to_schema
     from prism.errors import PrismError
+    from prism.publish.config import PublishConfig
     from prism.publish.site import publish
 
-    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(resolved, dict)
     try:
-        built = publish({str(k): v for k, v in resolved.items()})
+        built = publish(to_schema(cfg, PublishConfig))
     except PrismError as exc:
         log.debug("publishing failed", exc_info=True)
         print(f"prism.publish: error: {exc}", file=sys.stderr)

@@ -4,13 +4,14 @@ select (MLflow) -> read each run -> leaderboard, heatmaps -> pages (``prism/temp
 ``publish.out``: ``index.html`` (and one page per pre-rendered sort order), ``models/<model>.html``,
 ``runs/<run id>.html`` and ``style.css``. Every page carries a Content-Security-Policy that forbids any
 request to another host; there is no script, and links are relative, so the directory opens from disk
-or from any static host. No Hydra import here: the entry point calls :func:`publish` on a plain dict.
+or from any static host. No Hydra import here: the entry point calls :func:`publish` on a
+:class:`~prism.publish.config.PublishConfig`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from prism.compare.evidence import RunEvidence
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
 from prism.publish import board
+from prism.publish.config import PublishConfig
 from prism.publish.runs import cell_of
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,8 @@ class Site:
                 f"{self.out}\nOpen it: {self.out / 'index.html'}")
 
 
-def publish(cfg: Mapping[str, Any]) -> Site:
-    """Build the site described by a resolved ``publish.yaml`` config.
+def publish(cfg: PublishConfig) -> Site:
+    """Build the site described by a ``publish.yaml`` config.
 
     Raises:
         CompareError: If the selection is contradictory, no run qualifies, a named run cannot be used, or
@@ -66,24 +68,23 @@ def publish(cfg: Mapping[str, Any]) -> Site:
     import mlflow
 
     from prism.compare.core import _experiment_id, selection_from_config
+    from prism.config import CompareConfig
     from prism.publish.runs import read_runs, select_runs
     from prism.tracking import resolve_tracking_uri
 
-    n_boot, seed = int(cfg.get("bootstrap", 2000)), int(cfg.get("seed", 0))
-    if n_boot < 1:
-        raise CompareError(f"bootstrap must be at least 1, got {n_boot}")
-    selection = selection_from_config(cfg)
-    tracking = cfg.get("tracking") or {}
-    experiment = str(tracking.get("experiment") or "prism")
-    uri = resolve_tracking_uri(tracking.get("uri"), bool(tracking.get("require_server"))) or mlflow.get_tracking_uri()
+    if cfg.bootstrap < 1:
+        raise CompareError(f"bootstrap must be at least 1, got {cfg.bootstrap}")
+    # The selection keys are compare's, read by compare's own rules.
+    selection = selection_from_config(CompareConfig(tracking=cfg.tracking, runs=list(cfg.runs), filters=cfg.filters))
+    experiment = cfg.tracking.experiment
+    uri = resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server) or mlflow.get_tracking_uri()
     client = mlflow.tracking.MlflowClient(uri)
     experiment_id = _experiment_id(client, experiment, uri)
     runs = select_runs(client, experiment_id, experiment, uri, selection)
     evidence = read_runs(client, [experiment_id], runs, uri)
-    options = cfg.get("publish") or {}
-    out = Path(str(options.get("out") or "site"))
-    title = str(options.get("title") or f"PRISM results: {experiment}")
-    return write_site(out, evidence, Context(title, uri, experiment, experiment_id, n_boot, seed))
+    title = cfg.publish.title or f"PRISM results: {experiment}"
+    return write_site(Path(cfg.publish.out), evidence,
+                      Context(title, uri, experiment, experiment_id, cfg.bootstrap, cfg.seed))
 
 
 @dataclass(frozen=True)
