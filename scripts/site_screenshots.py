@@ -30,7 +30,9 @@ from screenshots import shoot  # noqa: E402  (the same browser flags and PNG shr
 # Scripted models: (name, chance the usual answer is right, chance a condition departs from it).
 REPLAY_MODELS = (("steady", 0.8, 0.05), ("wobbly", 0.5, 0.35), ("stubborn", 0.3, 0.1))
 DATASETS = ("arc_challenge", "sciq")
+# (page, width name) -> window size; the index is taller so its shot reaches the heatmaps.
 SIZES = {"desktop": "1280,1700", "phone": "390,1800"}
+INDEX_SIZES = {"desktop": "1280,2900", "phone": "390,2400"}
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -125,12 +127,14 @@ def main() -> None:
     site = workdir / "site"
     run([sys.executable, "-m", "prism.publish", f"tracking.uri={uri}", f"publish.out={site}",
          "publish.title=PRISM results: SmolLM2 and scripted models", f"hydra.run.dir={workdir}/publish"], workdir, env)
-    model = "smollm2" if (site / "models" / "smollm2.html").is_file() else REPLAY_MODELS[0][0]
-    run_page = _first_run_page(site, model)
+    # The model page of a scripted model (it has every perturbation family, so a full heatmap); the run page
+    # of SmolLM2 when it ran (real responses).
+    model = REPLAY_MODELS[0][0]
+    run_page = _first_run_page(site, "smollm2" if (site / "models" / "smollm2.html").is_file() else model)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, page in (("site-index", site / "index.html"), ("site-model", site / "models" / f"{model}.html"),
                        ("site-run", run_page)):
-        for width, size in SIZES.items():
+        for width, size in (INDEX_SIZES if name == "site-index" else SIZES).items():
             shoot(args.chromium, page.as_uri(), args.out / f"{name}-{width}.png", size, 2000)
 
 
