@@ -22,6 +22,7 @@ checks it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -100,6 +101,7 @@ def _clone(client: Any, template: Any, model: int, work: Path, data_dir: Path) -
 
     from prism.conditions import condition_set_from_config
     from prism.questions import freeze_question_set
+    from prism.records import RawRecord
     from prism.summary import score_all, write_results
 
     params, tags = dict(template.data.params), dict(template.data.tags)
@@ -108,8 +110,16 @@ def _clone(client: Any, template: Any, model: int, work: Path, data_dir: Path) -
     condition_set = condition_set_from_config(cfg["conditions"])
     frozen = freeze_question_set(params["dataset.name"], params["dataset.split"], int(params["dataset.n"]), SEED,
                                  data_dir, work / "frozen")
-    raw = [{**r, "error": None} for r in replay_records(model, list(frozen.questions), list(condition_set.names))]
     name = f"m{model:02d}"
+    # The template's raw records as the pipeline wrote them, each with this model's answer instead.
+    asked = {}
+    with (output / "responses" / "responses.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            record = RawRecord.from_json(json.loads(line))
+            asked[(record.question_id, record.condition, record.repetition)] = record
+    raw = [dataclasses.replace(asked[(str(r["question_id"]), str(r["condition"]), 0)], response=str(r["response"]),
+                               model=name)
+           for r in replay_records(model, list(frozen.questions), list(condition_set.names))]
     with tempfile.TemporaryDirectory(prefix="prism-bench-clone-") as tmp:
         metrics = write_results(Path(tmp), score_all(raw, frozen, condition_set), frozen, condition_set, 1)
         params.update({"model.name": name, "model.path": f"{name}-{params['dataset.name']}.jsonl"})
