@@ -7,7 +7,6 @@ scoring, one step later.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
+from prism.formatting import percent
 from prism.metrics import condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -87,7 +87,7 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
 
 
 def _pct(value: float) -> str:
-    return "   n/a" if value is None or math.isnan(value) else f"{100 * value:5.1f}%"
+    return percent(value, 1, dash="n/a").rjust(6)
 
 
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
