@@ -37,7 +37,7 @@ def score_record(
     raw: Mapping[str, Any],
     prompt: Prompt,
     parsed: Parsed | None,
-    correct_answer: str,
+    correct_answer: str | None,
     parser_version: str,
 ) -> dict[str, Any]:
     """Score one raw response record against the answer key.
@@ -51,6 +51,8 @@ def score_record(
     - ``recovered``, ``compliant``, ``method``: copied from ``parsed``;
     - ``correct_answer``: the canonical label of the correct option;
     - ``correct``: ``answer == correct_answer``; always False for UNKNOWN;
+    - for an item without an answer key (``correct_answer`` None, a survey item) both ``correct_answer``
+      and ``correct`` are None: there is nothing to be right about, and metrics leave accuracy out;
     - ``parser_version`` (as given) and ``scorer_version`` (:data:`SCORER_VERSION`).
 
     A failed request (``raw["error"]`` set, ``raw["response"]`` None) was never parsed: pass
@@ -62,7 +64,7 @@ def score_record(
         raw: A raw response record (docs/architecture.md, "Raw response record").
         prompt: The prompt the response answered; it maps displayed labels to canonical ones.
         parsed: The parser's reading of ``raw["response"]``, or None when the request failed.
-        correct_answer: Canonical label of the correct option (``Question.answer``).
+        correct_answer: Canonical label of the correct option (``Question.answer``), or None without a key.
         parser_version: Version of the parser that produced ``parsed`` (``prism.parsing.PARSER_VERSION``).
 
     Returns:
@@ -93,7 +95,7 @@ def score_record(
         compliant=compliant,
         method=method,
         correct_answer=correct_answer,
-        correct=answer is not None and answer == correct_answer,
+        correct=None if correct_answer is None else answer is not None and answer == correct_answer,
         parser_version=parser_version,
         scorer_version=SCORER_VERSION,
     )
@@ -101,7 +103,7 @@ def score_record(
 
 
 def _check_consistent(
-    raw: Mapping[str, Any], prompt: Prompt, parsed: Parsed | None, correct_answer: str
+    raw: Mapping[str, Any], prompt: Prompt, parsed: Parsed | None, correct_answer: str | None
 ) -> None:
     """Raise ValueError when the pieces handed to :func:`score_record` do not belong together."""
     failed = raw.get("error") is not None
@@ -119,7 +121,7 @@ def _check_consistent(
     for key, expected in (("question_id", prompt.question_id), ("condition", prompt.condition)):
         if key in raw and raw[key] != expected:
             raise ValueError(f"record {key}={raw[key]!r} does not match the prompt's {expected!r}")
-    if correct_answer not in prompt.canonical_labels:
+    if correct_answer is not None and correct_answer not in prompt.canonical_labels:
         raise ValueError(
             f"correct_answer {correct_answer!r} is not one of the canonical labels {prompt.canonical_labels}"
         )
