@@ -65,6 +65,10 @@ def test_survey_run_logs_no_accuracy_and_computes_consistency(tmp_path: Path, da
     scored = [json.loads(line) for line in (tmp_path / "out" / "results" / "scored.jsonl").read_text().splitlines()]
     assert {(row["correct_answer"], row["correct"]) for row in scored} == {(None, None)}
     assert {row["answer"] for row in scored if row["question_id"] == "0"} == {"C"}  # "Agree" read by its text
+    prompts = [json.loads(line)["prompt"] for line in
+               (tmp_path / "out" / "responses" / "responses.jsonl").read_text().splitlines()]
+    assert all(p.endswith("Return only the letter of the option you choose.") for p in prompts)
+    assert not any("correct" in p for p in prompts)
 
     logged = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(result.run_id).data.metrics
     for absent in ("accuracy", "conditional_accuracy", "accuracy/P0", "conditional_accuracy/P1",
@@ -79,3 +83,34 @@ def test_survey_run_logs_no_accuracy_and_computes_consistency(tmp_path: Path, da
     summary = format_summary(result.metrics, CONDITIONS)
     assert f"question majority accuracy:        {NO_KEY}" in summary
     assert f"prompt-invariant incorrect:        {NO_KEY}" in summary
+
+
+SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" / "conditions").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
+    from prism.conditions import condition_set_from_config, render
+    from prism.types import Question
+
+    objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)
+    cs = condition_set_from_config(compose_config([f"conditions={name}"]).conditions, subjective=True)
+    assert cs.names == objective.names and cs.template_version == f"{objective.template_version}+subjective.1"
+    question = Question("0", "Synthetic statement.", tuple(SCALE), tuple("ABCD"), None, "survey", "test")
+    closings = set()
+    for condition in cs.conditions:
+        text = render(question, condition, cs).text
+        assert "correct" not in text.lower(), (condition.name, text)
+        closings.add(text.rstrip().splitlines()[-1].split(": ")[-1])  # fields_upper prefixes "ANSWER FORMAT: "
+    # One closing line, its label kind adapted by the labels family.
+    kinds = {line.removeprefix("Return only the ").removesuffix(" of the option you choose.") for line in closings}
+    assert kinds <= {"letter", "number", "Roman numeral", "symbol"}, closings
+
+
+def test_a_set_without_subjective_wording_is_refused_for_survey_items() -> None:
+    from prism.conditions import ConditionError, condition_set_from_config
+
+    cfg = {"name": "bare", "template_version": "1", "closing": "Return only the letter of the correct option.",
+           "conditions": [{"name": "P0", "template": "{question}\n{options}\n{closing}"}]}
+    with pytest.raises(ConditionError, match="has no subjective wording"):
+        condition_set_from_config(cfg, subjective=True)
