@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prism.records import CELL_COLUMNS
+
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "question_id",
     "condition",
@@ -62,7 +64,7 @@ KEYED_RATES: tuple[str, ...] = ("accuracy", "conditional_accuracy")
 KEYED_QUESTION_METRICS: tuple[str, ...] = ("question_majority_accuracy", "prompt_invariant_incorrect_rate")
 NO_KEY = "n/a (no answer key)"
 
-_CELL = ["question_id", "condition", "repetition"]
+_CELL = list(CELL_COLUMNS)
 _QUESTION_REPETITION = ["question_id", "repetition"]
 _COUNT_COLUMNS = ["n_observed", "n_recovered", "n_correct", "n_compliant"]
 _FLAGS = ("recovered", "compliant", "correct")
