@@ -7,7 +7,6 @@ scoring, one step later.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
+from prism.formatting import percent
 from prism.metrics import NO_KEY, condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -90,7 +90,7 @@ def _pct(value: float | None) -> str:
     """A rate as a percentage; a metric absent because the items have no answer key says so."""
     if value is None:
         return NO_KEY
-    return "   n/a" if math.isnan(value) else f"{100 * value:5.1f}%"
+    return percent(value, 1, dash="n/a").rjust(6)
 
 
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
