@@ -136,3 +136,11 @@ def test_compare_gives_a_run_without_a_key_no_accuracy_but_its_flip_rate() -> No
     assert pd.isna(sensitivity.loc["P1", "delta_accuracy"]) and pd.isna(sensitivity.loc["P1", "mcnemar_p"])
     assert keyless_models(accuracy) == {"m"}
     assert NO_KEY in format_sensitivity(sensitivity.reset_index(), {"m"})
+
+
+def test_the_conditions_that_reorder_an_ordered_scale_are_named() -> None:
+    from prism.conditions import condition_set_from_config, reordering_conditions
+
+    robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
+    assert reordering_conditions(robustness) == ["reverse", "rotate", "swap_ends", "shuffle"]
+    assert reordering_conditions(condition_set_from_config(compose_config([]).conditions)) == []
