@@ -1,6 +1,6 @@
 """6. Concurrency: Ollama and OpenAI-compatible requests against loopback servers with a fixed delay.
 
-Issue 10, item 6 (the goal set by issue 4: at concurrency 4, within 1.3x of a quarter of the serial time).
+The goal: at concurrency 4, within 1.3x of a quarter of the serial time.
 Each backend is pointed at a loopback stand-in of its server that takes a fixed time per request and counts
 the requests it is answering at once: the test suite's Ollama stub (``tests/backends/ollama_server.py``)
 and an OpenAI-compatible one (``tests/backends/openai_stub.py``). The requests go through the real path
@@ -25,7 +25,7 @@ from benchmarks.common import REPO, Context, Section
 
 COMMAND = "python -m benchmarks --only concurrency"
 LEVELS = (1, 2, 4, 8)
-GOAL = 1.3  # issue 4: concurrency 4 within 1.3x of a quarter of the serial time
+GOAL = 1.3  # concurrency 4 within 1.3x of a quarter of the serial time
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,15 @@ def stub_for(name: str, delay_s: float) -> Any:
 
 def backend_for(name: str, stub: Any, concurrency: int) -> Any:
     """A fresh backend of ``name`` pointed at the started ``stub``, keeping ``concurrency`` requests in flight."""
+    from prism.config import OllamaModelConfig, OpenAIModelConfig
+
     if name == "ollama":
         from prism.backends.ollama import OllamaBackend
 
-        return OllamaBackend({"name": "llama3", "backend": "ollama", "host": stub.url, "concurrency": concurrency})
+        return OllamaBackend(OllamaModelConfig(name="llama3", host=stub.url, concurrency=concurrency))
     from prism.backends.openai_compat import OpenAIBackend
 
-    return OpenAIBackend({"name": stub.model, "backend": "openai", "base_url": stub.url,
-                          "concurrency": concurrency})
+    return OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url, concurrency=concurrency))
 
 
 def measure(name: str, delay_s: float, n: int, workdir: Path) -> list[Measured]:

@@ -1,4 +1,4 @@
-"""Frozen records that flow through PRISM (DESIGN.md section 3).
+"""Frozen records that flow through PRISM (docs/architecture.md, section 3).
 
 Every stage takes and returns these plain values, so the pure core (conditions, parsing, scoring,
 metrics) can be tested without a model, a store or MLflow.
@@ -56,6 +56,7 @@ class Question:
         answer: Canonical label of the correct option.
         dataset: Dataset name, e.g. ``arc_challenge``.
         split: Split the question was drawn from.
+        group: The dataset's own grouping (MMLU's subject, MMLU-Pro's category), or None when it has none.
     """
 
     question_id: str
@@ -65,12 +66,19 @@ class Question:
     answer: str
     dataset: str
     split: str
+    group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the canonical JSON-ready form (tuples become lists)."""
+        """Return the canonical JSON-ready form (tuples become lists).
+
+        ``group`` is written only when the question has one, so the frozen bytes (and hashes) of datasets
+        without groups are the same as before groups existed.
+        """
         record = asdict(self)
         record["options"] = list(self.options)
         record["labels"] = list(self.labels)
+        if self.group is None:
+            del record["group"]
         return record
 
     @classmethod
@@ -84,6 +92,7 @@ class Question:
             answer=str(record["answer"]),
             dataset=str(record["dataset"]),
             split=str(record["split"]),
+            group=None if record.get("group") is None else str(record["group"]),
         )
 
 
@@ -122,7 +131,7 @@ class Prompt:
 
 @dataclass(frozen=True)
 class GenerationParams:
-    """Canonical generation parameters (DESIGN.md): the only ones comparisons check.
+    """Canonical generation parameters (docs/architecture.md): the only ones comparisons check.
 
     Attributes:
         temperature: Sampling temperature; 0 is greedy.
@@ -156,7 +165,7 @@ class ModelIdentity:
     Attributes:
         name: Model name as configured (``smollm2``, ``llama3``...).
         backend: Backend name (``llamacpp``, ``replay``, ``ollama``, ``openai``).
-        digest: Content digest of the weights or their stand-in (DESIGN.md "Model identity").
+        digest: Content digest of the weights or their stand-in (docs/architecture.md, "Model identity").
         details: Extra facts worth logging (server version, file path...), never part of any key.
     """
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from conftest import compose_config
+from conftest import compose_plain
 
 from prism.axes import Axis
 from prism.conditions import ConditionError, condition_set_from_config
 
 
 def conditions_cfg(name: str, *overrides: str) -> dict:
-    return compose_config([f"conditions={name}", *overrides])["conditions"]
+    return compose_plain([f"conditions={name}", *overrides])["conditions"]
 
 
 def test_every_family_of_a_sweep_is_a_nominal_axis_starting_from_the_baseline() -> None:

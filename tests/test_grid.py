@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from conftest import compose_config
+from conftest import compose_plain
 
 from prism.conditions import ConditionError, condition_set_from_config, render, render_all
 from prism.grid import Part, render_cell
@@ -20,7 +20,7 @@ ORDERS = ["reverse", "rotate", "swap_ends", "shuffle"]
 
 
 def grid_cfg(*overrides: str, axes: str = "[labels,option_order]") -> dict:
-    return compose_config(["conditions=grid", f"conditions.axes={axes}", *overrides])["conditions"]
+    return compose_plain(["conditions=grid", f"conditions.axes={axes}", *overrides])["conditions"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_every_combination_is_a_condition_named_by_its_non_baseline_values() -> 
 
 def test_each_cell_shows_its_labels_and_its_order_and_the_key_maps_through_both(questions: list) -> None:
     cs = condition_set_from_config(grid_cfg())
-    robustness = condition_set_from_config(compose_config(["conditions=robustness"])["conditions"])
+    robustness = condition_set_from_config(compose_plain(["conditions=robustness"])["conditions"])
     sweep = {c.name: c for c in robustness.conditions}
     for q in questions:
         prompts = {c.name: render(q, c, cs) for c in cs.conditions}
@@ -95,9 +95,9 @@ def test_grids_that_cannot_be_crossed_or_are_too_large_are_refused(axes: str, ov
 
 def test_axes_of_templates_or_not_starting_from_the_baseline_cannot_be_crossed() -> None:
     with pytest.raises(ConditionError, match="made of template conditions"):
-        condition_set_from_config(compose_config(["conditions=prism", "conditions.axes=[instruction]"])["conditions"])
+        condition_set_from_config(compose_plain(["conditions=prism", "conditions.axes=[instruction]"])["conditions"])
     with pytest.raises(ConditionError, match="starts from 'P1', not the baseline 'P0'"):
-        condition_set_from_config(compose_config(["conditions=typo_dose", "conditions.axes=[typo_dose]"])
+        condition_set_from_config(compose_plain(["conditions=typo_dose", "conditions.axes=[typo_dose]"])
                                   ["conditions"])
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, run_overrides
+from conftest import compose_config, compose_plain, run_overrides
 from test_compare import compose_compare
 
 from prism.compare.core import compare
@@ -122,7 +122,7 @@ def _grid_run(root: Path, data_dir: Path, effect: float, seed: int) -> Any:
     cfg = compose_config([*run_overrides(root, data_dir), *SMALL_GRID, f"dataset.n={GRID_N}", "generation=sampled",
                           f"generation.repetitions={GRID_R}", "model=replay", f"model.path={root}/grid.jsonl",
                           "model.name=gridded"])
-    cs = condition_set_from_config(cfg["conditions"])
+    cs = condition_set_from_config(cfg.conditions)
     questions = list(freeze_question_set("arc_challenge", "test", GRID_N, 0, data_dir, root / "frozen").questions)
     by_id = {q.question_id: q for q in questions}
     conditions = {c.name: c for c in cs.conditions}
@@ -184,7 +184,7 @@ def _grid_cells(cs: ConditionSet, questions: list[Question], effect: float, seed
 def test_grids_without_an_interaction_are_flagged_at_about_the_nominal_rate(data_dir: Path, tmp_path: Path) -> None:
     # 40 seeded null grids (the same generator, without the pipeline): at 5%, the binomial 95% bound for 40
     # tests is 5 rejections. The larger simulation is scripts/grid_interaction_rates.py.
-    cs = condition_set_from_config(compose_config(SMALL_GRID)["conditions"])
+    cs = condition_set_from_config(compose_plain(SMALL_GRID)["conditions"])
     questions = list(freeze_question_set("arc_challenge", "test", GRID_N, 0, data_dir, tmp_path).questions)
     p = []
     for seed in range(40):
