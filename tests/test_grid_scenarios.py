@@ -86,6 +86,9 @@ def test_the_dose_profile_marks_the_planted_first_shifting_level(dose: Any) -> N
     assert dose.metrics["first_shift/dosed/typo_dose/answer"] == 3.0  # typos_4 is the axis's value 3 after P1
     assert "FIRST SHIFT" in format_comparison(dose)
     assert {"profile.csv", "profile.png"} <= {f.name for f in dose.files}
+    page = (dose.output_dir / "comparison" / "report.html").read_text(encoding="utf-8")
+    assert "Profiles: where along each axis the answer moves" in page and "typos_2 → typos_4" in page
+    assert "first shift" in page
 
 
 # ---------------------------------------------------------------------------------------------- grid

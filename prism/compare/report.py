@@ -161,6 +161,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         context: The runs and settings behind them.
     """
     from prism.compare import report_sections as sections
+    from prism.compare.profile_plot import profile_section
 
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
     readings = [read_patterns(n) for n in numbers]
@@ -176,6 +177,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         summary(tables, context, numbers, readings),
         sections.readings_section(numbers, readings, THRESHOLDS),
         sections.sensitivity_section(tables, figures, context.baseline),
+        profile_section(tables, figures),
         sections.divergence_section(tables, figures),
         sections.differences_section(tables, {k: v for item in context.evidence for k, v in item.questions.items()}),
         sections.setup_section(context),
