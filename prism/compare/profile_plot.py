@@ -1,4 +1,4 @@
-"""The profile figure and report section: each axis's tested steps in value order, per model and axis.
+"""The profile figure and the report's profile rows: each axis's tested steps in value order, per model and axis.
 
 A point is the step's excess (between - within) with its 95% interval, or its between when the run has
 no repetitions (then no step can be a shift). A shift is drawn filled and the first shifting value is
@@ -9,7 +9,7 @@ marked, so the figure answers "from which value on does the answer move?". matpl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,33 +63,21 @@ def write_profile_plot(out: Path, profile: pd.DataFrame, measure: str = "answer"
     return path
 
 
-def profile_section(tables: Mapping[str, pd.DataFrame], figures: Sequence[Path], measure: str = "answer") -> Any:
-    """The report's profile section: per model and axis, each step and its verdict, then the figure.
+def profile_panels(tables: Mapping[str, pd.DataFrame],
+                   measure: str = "answer") -> list[tuple[str, list[dict[str, Any]]]]:
+    """The report's profile section (``sections/profile.j2``): per model and axis, each step and its verdict.
 
     Returns:
-        The section, or None when the comparison has no profile.
+        (title, rows) per model and axis, rows with ``step``, the shift numbers and ``verdict``; empty when
+        the comparison has no profile for ``measure``.
     """
-    from prism.compare.report_html import el, num, p_value, png_figure, table, with_ci
-
     profile = tables.get("profile")
-    if profile is None or profile.empty or not (profile["measure"] == measure).any():
-        return None
-    rows = profile[profile["measure"] == measure]
-    parts: list[Any] = [el("h2", "Profiles: where along each axis the answer moves", id="profile"),
-                        el("p", "Each axis's steps in value order: from the baseline on a nominal axis, from the "
-                                "previous value on an ordinal or numeric one. A step shifts when its excess over "
-                                "the model's own repetition noise is positive with Holm-adjusted p < 0.05; runs "
-                                "without repetitions have between only, and no verdict. 'first' marks the first "
-                                f"value where the {measure} measure shifts.")]
-    for (model, axis), steps in rows.groupby(["model", "axis"], sort=False):
-        body = [[f"{r['from']} → {r['to']}", num(r["between"]),
-                 with_ci(r["excess"], r["excess_ci_low"], r["excess_ci_high"], signed=True), p_value(r["p_holm"]),
-                 "first shift" if r["first_shift"] else "shift" if r["shift"] else "–"]
+    if profile is None or profile.empty:
+        return []
+    panels = []
+    for (model, axis), steps in profile[profile["measure"] == measure].groupby(["model", "axis"], sort=False):
+        rows = [{**{str(k): v for k, v in r.items()}, "step": f"{r['from']} → {r['to']}",
+                 "verdict": "first shift" if r["first_shift"] else "shift" if r["shift"] else "–"}
                 for r in steps.to_dict("records")]
-        parts += [el("h3", f"{model}: {axis} ({steps['scale'].iloc[0]})"),
-                  table(["step", "between", "excess [95% CI]", "Holm p", "verdict"], body, numeric=(1, 2, 3))]
-    found = [f for f in figures if f.name == PROFILE_PNG]
-    if found:
-        parts.append(png_figure(found[0], "Profile of each axis", "Excess (or between, without repetitions) of "
-                                "each step with its 95% interval; filled points are shifts."))
-    return el("section", *parts)
+        panels.append((f"{model}: {axis} ({steps['scale'].iloc[0]})", rows))
+    return panels
