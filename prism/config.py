@@ -202,6 +202,22 @@ class FamilySpec:
 
 
 @dataclass
+class SubjectiveWording:
+    """How a condition set asks items without a key (``dataset.type=subjective``): nothing is "correct".
+
+    ``version`` is empty for a set without subjective wording; a subjective run refuses such a set.
+    """
+
+    version: str = ""
+    # The closing line every condition of the set ends with ({kind} as in the objective closing).
+    closing: str = ""
+    # Template condition name -> its subjective template (every template condition needs one).
+    templates: dict[str, str] = field(default_factory=dict)
+    # Instruction name -> its subjective text (every instruction a step names needs one).
+    instructions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class ConditionsConfig:
     """A versioned condition set: template ``conditions`` and/or step ``variants`` with the data they name."""
 
@@ -225,6 +241,7 @@ class ConditionsConfig:
     axes: list[str] = field(default_factory=list)
     # A set (or grid) with more conditions is refused before any request.
     max_conditions: int = 200
+    subjective: SubjectiveWording = field(default_factory=SubjectiveWording)
 
 
 @dataclass
