@@ -9,20 +9,27 @@ conditions, each in a family. A condition is one of two kinds:
 - a *step condition* (``variants:`` mapping, the perturbation sets): the unperturbed P0 rendering
   (``base_format``) with a list of checked, seeded perturbation steps applied (``prism.perturbations``).
   Its seed is derived from the set's ``seed``, which defaults to the run's.
+
+Each family of the non-baseline conditions is an axis (:mod:`prism.axes`) with the scale declared under
+``families:``. With ``axes:`` (``conditions.axes=[labels,option_order]``) the set becomes the grid of those
+axes (:mod:`prism.grid`). A set of more than ``max_conditions`` conditions is refused before any request.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from prism import grid
+from prism.axes import Axis, Member, axes_of
 from prism.config import ConditionsConfig, as_plain
 from prism.errors import PrismError
 from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
-from prism.perturbations.build import format_from
+from prism.perturbations.build import SeedKey, format_from, seed_keys
 from prism.perturbations.labels import Relabel, closing_for
+from prism.perturbations.variant import Attribute
 from prism.types import Prompt, Question
 
 FIELDS = ("question", "options", "closing")
@@ -49,6 +56,11 @@ class Condition:
             per family. The baseline's family is ``baseline``.
         steps: The perturbation steps of a step condition (``()`` for the unperturbed rendering itself),
             or None for a template condition.
+        keys: Per step, what its seed is keyed by (:func:`prism.perturbations.build.seed_keys`); None:
+            ``(name, position)``.
+        levels: (axis, value) of every axis this condition moves off its baseline: ``((family, name),)``
+            in a sweep, one pair per non-baseline axis in a grid cell, ``()`` for the baseline.
+        parts: A grid cell's values with their own steps (:class:`prism.grid.Part`); ``()`` otherwise.
     """
 
     name: str
@@ -56,6 +68,9 @@ class Condition:
     template: str = ""
     family: str = "instruction"
     steps: tuple[Step, ...] | None = None
+    keys: tuple[SeedKey, ...] | None = None
+    levels: tuple[tuple[str, str], ...] = ()
+    parts: tuple[grid.Part, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,8 @@ class ConditionSet:
         conditions: The conditions, in the order they are run and reported.
         seed: Seed every step seed is derived from (the run's ``seed`` unless set).
         base_format: Format of the unperturbed rendering step conditions start from (None without them).
+        axes: The axes the set varies (:mod:`prism.axes`): one per family in a sweep, the crossed ones in a grid.
+        grid: The names of the crossed axes of a grid, ``()`` for a sweep.
     """
 
     name: str
@@ -79,6 +96,8 @@ class ConditionSet:
     conditions: tuple[Condition, ...]
     seed: int = 0
     base_format: Format | None = None
+    axes: tuple[Axis, ...] = ()
+    grid: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -90,6 +109,12 @@ class ConditionSet:
         """Condition name -> family, in condition order."""
         return {c.name: c.family for c in self.conditions}
 
+    @property
+    def levels(self) -> dict[str, dict[str, str]]:
+        """Condition name -> the value of every axis (its baseline value where the condition leaves it)."""
+        return {c.name: {axis.name: dict(c.levels).get(axis.name, axis.values[0]) for axis in self.axes}
+                for c in self.conditions}
+
 
 def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, subjective: bool = False) -> ConditionSet:
     """Build and validate a condition set from its config (``cfg.conditions``, or as a run logged it).
@@ -100,6 +125,10 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
             ``conditions`` (a list of mappings with ``name``, ``description``, ``family``, ``template``)
             and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
             steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
+            ``protected_words``) and the ``seed``; ``families`` (family -> ``scale``, ``values``), the grid's
+            ``axes`` and ``max_conditions``.
+
+
             ``protected_words``) and the ``seed``.
         subjective: Render with the set's ``subjective`` wording (items without a key): its closing line,
             templates and instructions replace the objective ones, and ``template_version`` becomes
@@ -111,7 +140,8 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
     Raises:
         ConditionError: If a name repeats or has characters a metric name cannot, the baseline is not a
             condition, a template lacks a field, repeats one, or does not end with the closing line, or a
-            step cannot be built (unknown op, unknown name, missing count).
+            step cannot be built (unknown op, unknown name, missing count), a family's scale or values are
+            wrong, a grid's axes cannot be crossed, or there are more than ``max_conditions`` conditions.
     """
     cfg: Mapping[str, Any] = as_plain(group) if isinstance(group, ConditionsConfig) else group
     where = f"condition set {cfg.get('name')!r}"
@@ -121,11 +151,14 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
     _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
     _known_keys(where, "step", [s for v in (cfg.get("variants") or {}).values() for s in v.get("steps") or ()],
                 ("op", "to", "count"))
-    conditions = [
-        Condition(name=str(c["name"]), description=str(c.get("description", "")), template=str(c["template"]),
-                  family=str(c.get("family") or "instruction"))
-        for c in cfg.get("conditions") or ()
-    ]
+    _known_keys(where, "family", (cfg.get("families") or {}).values(), ("scale", "values"))
+    baseline = str(cfg.get("baseline", "P0"))
+    conditions = []
+    for c in cfg.get("conditions") or ():
+        family = str(c.get("family") or "instruction")
+        conditions.append(Condition(name=str(c["name"]), description=str(c.get("description", "")),
+                                    template=str(c["template"]), family=family,
+                                    levels=((family, str(c["name"])),) if str(c["name"]) != baseline else ()))
     variants: Mapping[str, Any] = cfg.get("variants") or {}
     base_format = None
     try:
@@ -134,21 +167,55 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
             base_format = format_from(cfg["base_format"], "base_format")
         for name, spec in variants.items():
             steps = tuple(make_step(step, library) for step in spec.get("steps") or ())
+            family = str(spec["family"])
             conditions.append(Condition(name=str(name), description=str(spec.get("description", "")),
-                                        family=str(spec["family"]), steps=steps))
+                                        family=family, steps=steps, keys=seed_keys(str(name), family, steps),
+                                        levels=((family, str(name)),) if str(name) != baseline else ()))
     except SpecError as exc:
         raise ConditionError(f"{where}: {exc}") from exc
-    condition_set = ConditionSet(
+    sweep = ConditionSet(
         name=str(cfg["name"]),
         template_version=str(cfg["template_version"]),
         closing=str(cfg["closing"]),
-        baseline=str(cfg.get("baseline", "P0")),
+        baseline=baseline,
         conditions=tuple(conditions),
         seed=int(cfg.get("seed") or 0),
         base_format=base_format,
     )
+    validate(sweep)
+    return _design(sweep, cfg, where)
+
+
+def _design(sweep: ConditionSet, cfg: Mapping[str, Any], where: str) -> ConditionSet:
+    """The sweep with its axes, or the grid of the axes named in ``cfg['axes']``; refused when too large."""
+    max_conditions = int(cfg.get("max_conditions", 200))
+    chosen = tuple(str(a) for a in cfg.get("axes") or ())
+    try:
+        if max_conditions < 1:
+            raise SpecError(f"conditions.max_conditions={max_conditions} must be at least 1")
+        members = [Member(c.name, c.family, None if c.steps is None else _changes(c.steps)) for c in sweep.conditions]
+        axes = axes_of(members, sweep.baseline, cfg.get("families") or {})
+        if not chosen:
+            if len(sweep.conditions) > max_conditions:
+                raise SpecError(f"it has {len(sweep.conditions)} conditions, more than conditions.max_conditions="
+                                f"{max_conditions}; raise the limit with conditions.max_conditions="
+                                f"{len(sweep.conditions)}")
+            return replace(sweep, axes=axes)
+        cells, grid_axes = grid.compose(sweep.conditions, grid.choose_axes(axes, chosen, sweep.baseline,
+                                                                           max_conditions), sweep.baseline)
+    except SpecError as exc:
+        raise ConditionError(f"{where}: {exc}") from exc
+    condition_set = replace(sweep, conditions=tuple(cells), axes=grid_axes, grid=chosen)
     validate(condition_set)
     return condition_set
+
+
+def _changes(steps: Iterable[Step]) -> frozenset[Attribute]:
+    """Every attribute some step of a condition may change."""
+    found: set[Attribute] = set()
+    for step in steps:
+        found |= step.changes
+    return frozenset(found)
 
 
 def subjective_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -292,10 +359,13 @@ def render(question: Question, condition: Condition, condition_set: ConditionSet
     Raises:
         PerturbationError: If a step's check fails (naming the question, the condition and the step).
     """
+    if condition.parts:
+        return grid.render_cell(question, condition, condition_set)
     if condition.steps is not None:
         assert condition_set.base_format is not None  # validate() refuses step conditions without one
         return build_prompt(question, condition.name, condition.steps, condition_set.base_format,
-                            condition_set.closing, condition_set.seed, condition_set.template_version)
+                            condition_set.closing, condition_set.seed, condition_set.template_version,
+                            condition.keys)
     text = fill(
         condition.template,
         {

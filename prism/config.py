@@ -200,6 +200,14 @@ class FormatSpec:
 
 
 @dataclass
+class FamilySpec:
+    """A family as an axis: its scale and, optionally, its values in order (the first is its baseline)."""
+
+    scale: str = "nominal"
+    values: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SubjectiveWording:
     """How a condition set asks items without a key (``dataset.type=subjective``): nothing is "correct".
 
@@ -233,6 +241,12 @@ class ConditionsConfig:
     instructions: dict[str, str] = field(default_factory=dict)
     synonyms: dict[str, list[str]] = field(default_factory=dict)
     protected_words: list[str] = field(default_factory=list)
+    # Each family is an axis (prism.axes): nominal, ordinal or numeric, declared with the family.
+    families: dict[str, FamilySpec] = field(default_factory=dict)
+    # Cross these axes into a grid of every combination of their values (prism.grid); empty: a sweep.
+    axes: list[str] = field(default_factory=list)
+    # A set (or grid) with more conditions is refused before any request.
+    max_conditions: int = 200
     subjective: SubjectiveWording = field(default_factory=SubjectiveWording)
 
 

@@ -14,6 +14,15 @@ Only terms that vary are fitted: a factor with one level in the selected runs is
 interaction involving it; a term whose columns are all confounded with earlier terms (e.g. each model run
 on its own dataset) is dropped as not estimable.
 
+A grid (:mod:`prism.grid`) is modelled by its axes instead: logit P(consistent) on model, each crossed
+axis (its values as levels, the baseline the reference) and dataset, with every two-way interaction
+(``labels:option_order``) and none of higher order, so an interaction between two axes has its own Wald
+test. The baseline cell is the reference answer and is not itself an outcome, so the intercept is free
+and the two-way axis interaction has one degree of freedom fewer than the product of the axes'
+non-baseline value counts: it tests whether the cells where both axes move differ among themselves
+beyond what the two axes do alone. A penalty shared alike by every such cell (any two changes at once
+cost the same) is absorbed by the intercept and the main effects, and is not what this term detects.
+
 Library functions that compute it:
 
 - ``statsmodels.genmod.generalized_estimating_equations.GEE`` with ``families.Binomial()`` (logit link)
@@ -73,7 +82,7 @@ class GeeResult:
         dropped: (term, reason) for every term left out.
         notes: Plain sentences about the data modelled (e.g. responses left out).
         failure: Why the model was not fitted, or None when it was.
-        condition_term: ``family`` or ``condition``: what the condition factor is.
+        condition_term: ``family``, ``condition`` or ``axes`` (a grid's axes): what the condition factor is.
         n_responses: Responses modelled.
         n_clusters: Question clusters.
     """
@@ -111,7 +120,8 @@ def _empty_effects() -> pd.DataFrame:
                          "df": pd.Series(dtype=float), "p": pd.Series(dtype=float)})
 
 
-def consistency_outcomes(responses: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, list[str]]:
+def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[str] = ()) -> tuple[pd.DataFrame,
+                                                                                                   list[str]]:
     """Per non-baseline response, whether it gives the modal answer of its question's baseline repetitions.
 
     Args:
@@ -119,11 +129,12 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str) -> tuple[pd.Dat
             answer with UNKNOWN spelled out, :func:`prism.stats.answer_categories`; ``run`` scopes the
             baseline to the run the response belongs to).
         baseline: The baseline condition.
+        axes: Columns of ``responses`` holding each response's value of a grid axis, carried into the outcomes.
 
     Returns:
         (outcomes, notes): one row per modelled response with ``consistent`` (0/1), ``model``,
-        ``condition``, ``family``, ``dataset`` and ``cluster`` (dataset and question id); and sentences
-        about the responses left out (baseline ties, no baseline response).
+        ``condition``, ``family``, ``dataset``, ``cluster`` (dataset and question id) and the ``axes``
+        columns; and sentences about the responses left out (baseline ties, no baseline response).
     """
     keys = ["run", "question_id"]
     base = responses[responses["condition"] == baseline]
@@ -152,6 +163,7 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str) -> tuple[pd.Dat
         "family": kept["family"].astype(str).to_numpy(),
         "dataset": kept["dataset"].astype(str).to_numpy(),
         "cluster": (kept["dataset"].astype(str) + "/" + kept["question_id"].astype(str)).to_numpy(),
+        **{axis: kept[axis].astype(str).to_numpy() for axis in axes},
     })
     return outcomes, notes
 
@@ -163,9 +175,9 @@ def _dummies(values: pd.Series) -> tuple[list[str], NDArray[np.float64]]:
     return levels[1:], (codes[:, None] == np.arange(1, len(levels))[None, :]).astype(np.float64)
 
 
-def design(outcomes: pd.DataFrame, factors: Sequence[str]) -> tuple[NDArray[np.float64], dict[str, list[int]],
-                                                                    list[tuple[str, str]], list[str]]:
-    """The design matrix of every varying factor and interaction, keeping only estimable columns.
+def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -> tuple[
+        NDArray[np.float64], dict[str, list[int]], list[tuple[str, str]], list[str]]:
+    """The design matrix of every varying factor and interaction up to ``max_order``, estimable columns only.
 
     Terms enter in hierarchical order (intercept, main effects, two-way, three-way); a column is kept
     when it is not all zero and raises the rank of the columns kept before it (``numpy.linalg.matrix_rank``
@@ -183,7 +195,7 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str]) -> tuple[NDArray[np.f
         else:
             dropped.append((name, f"one level in the selected runs: {levels[0] if levels else 'none'}"))
     constant = [name for name in factors if name not in varying]
-    for size in (2, 3):
+    for size in range(2, max_order + 1):
         for term in combinations(factors, size):
             fixed = [name for name in term if name in constant]
             if fixed:
@@ -192,7 +204,7 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str]) -> tuple[NDArray[np.f
     columns: list[NDArray[np.float64]] = [np.ones(len(outcomes))]
     names = ["intercept"]
     terms: dict[str, list[int]] = {}
-    for size in range(1, len(varying) + 1):
+    for size in range(1, min(len(varying), max_order) + 1):
         for term in combinations(varying, size):
             label = ":".join(term)
             candidates: list[tuple[str, NDArray[np.float64]]] = [("", np.ones(len(outcomes)))]
@@ -218,45 +230,51 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str]) -> tuple[NDArray[np.f
     return np.column_stack(columns), terms, dropped, names
 
 
-def _separated_cells(outcomes: pd.DataFrame, factors: Sequence[str]) -> list[str]:
-    """Cells of the fitted factors where every response is consistent, or none is.
+def _separated_cells(outcomes: pd.DataFrame, terms: Sequence[str]) -> list[str]:
+    """Cells of a fitted term's factors where every response is consistent, or none is.
 
-    The fitted design spans the indicators of the observed cells of the varying factors (all their
-    interactions are in it, minus only dependent columns), so the model is saturated on those cells and
-    a cell without variation has an infinite logit: perfect separation.
+    Every fitted term brings the indicator of each of its cells into the span of the design (with the terms
+    below it, which the hierarchy always fits first), so a cell without variation lets that indicator's
+    coefficient run off to infinity: perfect separation. The cells of the highest-order terms that have
+    any are reported (a flat cell of a main effect makes every cell under it flat too).
     """
-    if not factors:
-        return []
-    grouped = outcomes.groupby(list(factors), sort=False)["consistent"]
-    summary = pd.DataFrame({"mean": grouped.mean(), "n": grouped.size()})
-    flat = summary[(summary["mean"] == 0) | (summary["mean"] == 1)]
-    cells = []
-    for key, row in flat.iterrows():
-        parts = key if isinstance(key, tuple) else (key,)
-        where = ", ".join(f"{f}={v}" for f, v in zip(factors, parts, strict=True))
-        state = "consistent" if row["mean"] == 1 else "inconsistent"
-        cells.append(f"{where}: all {int(row['n'])} responses {state}")
-    return cells
+    for size in sorted({len(t.split(":")) for t in terms}, reverse=True):
+        cells = []
+        for term in (t for t in terms if len(t.split(":")) == size):
+            factors = term.split(":")
+            grouped = outcomes.groupby(factors, sort=False)["consistent"]
+            summary = pd.DataFrame({"mean": grouped.mean(), "n": grouped.size()})
+            for key, row in summary[(summary["mean"] == 0) | (summary["mean"] == 1)].iterrows():
+                parts = key if isinstance(key, tuple) else (key,)
+                where = ", ".join(f"{f}={v}" for f, v in zip(factors, parts, strict=True))
+                state = "consistent" if row["mean"] == 1 else "inconsistent"
+                cells.append(f"{where}: all {int(row['n'])} responses {state}")
+        if cells:
+            return list(dict.fromkeys(cells))
+    return []
 
 
-def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = ()) -> GeeResult:
+def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes: Sequence[str] = ()) -> GeeResult:
     """Fit the binomial GEE of consistency and test each effect with a global Wald chi-square.
 
     Args:
         outcomes: :func:`consistency_outcomes`' rows.
         notes: Sentences to carry into the result (e.g. responses left out).
+        axes: A grid's axes (columns of ``outcomes``): they replace the condition term, with two-way
+            interactions only.
 
     Returns:
         The effects with chi2, df and p, or a result with ``fitted`` false and the reason in ``notes``.
     """
     families = list(dict.fromkeys(outcomes["family"])) if len(outcomes) else []
-    condition_term = "family" if len(families) >= 2 else "condition"
-    factors = [condition_term if f == "condition" else f for f in FACTORS]
+    condition_term = "axes" if axes else "family" if len(families) >= 2 else "condition"
+    factors = ["model", *axes, "dataset"] if axes else [condition_term if f == "condition" else f for f in FACTORS]
+    max_order = 2 if axes else 3
     result = GeeResult(_empty_effects(), notes=list(notes), condition_term=condition_term,
                        n_responses=len(outcomes), n_clusters=int(outcomes["cluster"].nunique()) if len(outcomes) else 0)
     if outcomes.empty:
         return _unfitted(result, "no non-baseline response with a baseline answer to compare with")
-    X, terms, dropped, _ = design(outcomes, factors)
+    X, terms, dropped, _ = design(outcomes, factors, max_order)
     result.dropped = dropped
     if not terms:
         return _unfitted(result, "no term varies in the selected runs (one model, one dataset, one condition): "
@@ -265,8 +283,7 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = ()) -> Ge
     if y.min() == y.max():
         state = "consistent" if y[0] == 1 else "inconsistent"
         return _unfitted(result, f"no variation: all {y.size} responses are {state}")
-    varying = [f for f in factors if outcomes[f].nunique() >= 2]
-    separated = _separated_cells(outcomes, varying)
+    separated = _separated_cells(outcomes, list(terms))
     if separated:
         return _unfitted(result, "perfect separation (the logit of a cell without variation is infinite): "
                          + "; ".join(separated))

@@ -192,7 +192,7 @@ def test_dataset_text_reaches_the_model_literally_under_every_condition_set(craf
     assert {q.question.split(" #")[0] for q in frozen} == {STEM}  # control characters kept through the cache
     # Steps that edit the stem on purpose (typos) are exempt for the stem; option texts are never edited.
     typo_conditions = {name for name, spec in cfg.conditions.variants.items()
-                       if any(step.op == "typos" for step in spec.steps)}
+                       if any(step.op in ("typos", "nested_typos") for step in spec.steps)}
     sent = [(c["messages"][-1]["content"]) for c in stub.chats]
     logged = {json.loads(line)["prompt"] for line in (crafted / conditions / "responses/responses.jsonl").open()}
     assert set(sent) == logged  # the log holds exactly what the model was sent, control characters and all

@@ -137,7 +137,8 @@ def test_page_is_self_contained_and_escapes_data(report: dict[str, Any]) -> None
     source, page = report["source"], report["page"]
     assert "<script" not in source.lower() and "<link" not in source.lower()
     images = [attrs["src"] for tag, attrs in page.tags if tag == "img"]
-    assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    # Accuracy, flip rate, divergence and the profile of the instruction axis.
+    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
     assert not [attrs for _, attrs in page.tags if any(v.startswith(("http:", "https:", "//"))
                                                        for k, v in attrs.items() if k in ("src", "href"))]
     # The model's markup is shown as the text it is (the parser's data is the unescaped text).

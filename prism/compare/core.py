@@ -12,12 +12,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from prism.compare.evidence import ReportContext, gather_evidence
-from prism.compare.noise import check_measures, gee_table, shifts_table
+from prism.compare.noise import check_measures, gee_table, profile_table, shifts_table
 from prism.compare.report import run_description
 from prism.compare.select import (
     CONFIG_ARTIFACT,
@@ -31,7 +31,7 @@ from prism.compare.select import (
     fetch_runs,
     find_mismatches,
     label_runs,
-    load_families,
+    load_condition_set,
     load_prompts,
     load_scored,
     search_candidates,
@@ -48,6 +48,9 @@ from prism.compare.tables import (
 from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
 from prism.stats import SIGNIFICANCE
+
+if TYPE_CHECKING:
+    from prism.conditions import ConditionSet
 
 log = logging.getLogger(__name__)
 
@@ -136,20 +139,28 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
             except CompareError as exc:  # prompts only enrich the differences table
                 log.warning("%s; the differences table will lack prompt texts for it", exc)
                 prompts = {}
-            conditions = run.conditions or tuple(dict.fromkeys(cells["condition"]))
+            design = _condition_set(run, uri, dst)
+            # The rebuilt set's names, when there is one: a large grid's names outgrow MLflow's param length.
+            conditions = (tuple(design.names) if design is not None else run.conditions) or tuple(
+                dict.fromkeys(cells["condition"]))
             models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts, model=run.model,
                                      axis=run.params.get("conditions.name", ""),
-                                     dataset=run.params.get("dataset.name", ""), families=_families(run, uri, dst)))
+                                     dataset=run.params.get("dataset.name", ""),
+                                     families=design.families if design is not None else {},
+                                     axes=design.axes if design is not None else (),
+                                     grid=design.grid if design is not None else (),
+                                     levels=design.levels if design is not None else {}))
     return models
 
 
-def _families(run: RunSummary, uri: str | None, dst: Path) -> dict[str, str]:
-    """The run's condition families (the clustered model's effects); a run without them falls back, with a warning."""
+def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet | None:
+    """The run's condition set with its families and axes; a run without it falls back, with a warning."""
     try:
-        return load_families(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
+        return load_condition_set(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
     except CompareError as exc:
-        log.warning("%s; the clustered model uses the condition set's name as the family of %s", exc, run.label)
-        return {}
+        log.warning("%s; the clustered model uses the condition set's name as the family of %s, and its steps "
+                    "are all tested from the baseline, with no profile", exc, run.label)
+        return None
 
 
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
@@ -171,6 +182,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         tables["differences"] = differences_table(models)
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
+    tables["profile"] = profile_table(models, tables["shifts"])
     tables["gee_wald"] = gee_table(models, baseline)
     return tables
 
@@ -185,8 +197,9 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
 
     Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
     conditions, and how many conditions differ from the baseline at Holm-adjusted p below
-    :data:`prism.stats.SIGNIFICANCE`. Per pair of
-    models (pooled over conditions): disagreement, kappa and excess.
+    :data:`prism.stats.SIGNIFICANCE`. Per pair of models (pooled over conditions): disagreement, kappa and
+    excess. Per model, axis and measure that shifts somewhere: ``first_shift/...``, the position among the
+    axis's values of the first that shifts.
     """
     metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),
                                  "n_questions": float(n_questions)}
@@ -208,6 +221,11 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
     if "shifts" in tables:  # how many steps are shifts, per model and measure
         for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
             metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
+    if "profile" in tables:  # where each axis first shifts: the position of that value (the baseline is 0)
+        for key, steps in tables["profile"].groupby(["model", "axis", "measure"], sort=False):
+            first = [i for i, flag in enumerate(steps["first_shift"], start=1) if flag]
+            if first:
+                metrics[metric_key("first_shift", *(str(k) for k in key))] = float(first[0])
     return metrics
 
 
@@ -234,6 +252,11 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
     files = write_tables(out, tables)
     figures = write_plots(out, tables["accuracy"], tables["sensitivity"], tables.get("divergence", pd.DataFrame()),
                           tables.get("condition_disagreement", pd.DataFrame()))
+    if len(tables.get("profile", ())):
+        from prism.compare.profile_plot import write_profile_plot
+
+        profile = write_profile_plot(out, tables["profile"])
+        figures += [profile] if profile is not None else []
     files += figures
     # The page embeds the figures and reads the tables, so it is written last.
     files.append(write_report(out, tables, figures, report))

@@ -1,10 +1,13 @@
-"""Change beyond noise in a comparison: the shifts table and the clustered model of consistency.
+"""Change beyond noise in a comparison: the shifts table, the profiles and the clustered model of consistency.
 
-``shifts`` (``comparison/shifts.csv``): for every run, measure and non-baseline condition, the step from
-the baseline to it: between, within, excess with its interval, the permutation p-value and its Holm
-correction over all steps of one model and one measure (:mod:`prism.shifts`). ``gee_wald``
-(``comparison/gee_wald.csv``): global Wald tests of the binomial GEE of consistency with the baseline's
-modal answer (:mod:`prism.gee`). Pure pandas over :class:`~prism.compare.tables.ModelCells`.
+``shifts`` (``comparison/shifts.csv``): for every run, measure and non-baseline condition, the step to it
+from the baseline -- or, for a value of an ordered axis (:mod:`prism.axes`), from the axis's previous
+value: between, within, excess with its interval, the permutation p-value and its Holm correction over
+all steps of one model and one measure (:mod:`prism.shifts`). ``profile`` (``comparison/profile.csv``):
+the same steps per model and axis in value order, with the first value where each measure shifts.
+``gee_wald`` (``comparison/gee_wald.csv``): global Wald tests of the binomial GEE of consistency with the
+baseline's modal answer (:mod:`prism.gee`), on a grid's axes and their two-way interactions when the runs
+are grids over the same axes. Pure pandas over :class:`~prism.compare.tables.ModelCells`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from prism.compare.tables import ModelCells
 
 SHIFT_COLUMNS = ("model", "axis", "from_condition", "to_condition", "measure", "between", "within", "excess",
                  "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift")
+PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to_condition", "measure", "between",
+                   "within", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "first_shift")
 
 # The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
 _FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response"}
@@ -62,9 +67,22 @@ def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str
     return shifts.StepData.from_blocks(blocks)
 
 
+def step_origins(model: ModelCells, baseline: str) -> dict[str, str]:
+    """Condition -> the condition its step starts from: the previous value on an ordered axis, else the baseline."""
+    origins = {}
+    for axis in model.axes:
+        if axis.ordered:
+            origins.update({to: start for start, to in axis.steps()
+                            if to in model.conditions and start in model.conditions})
+    return {c: origins.get(c, baseline) for c in model.conditions if c != baseline}
+
+
 def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence[str], *, n_boot: int,
                  n_permutations: int, seed: int) -> pd.DataFrame:
-    """Each non-baseline condition against the baseline, per run and measure (:func:`prism.shifts.shift`).
+    """Each non-baseline condition against where its step starts, per run and measure (:func:`prism.shifts.shift`).
+
+    A step starts from the baseline, except on an ordered axis (ordinal or numeric), where each value is
+    compared with the previous one (:func:`step_origins`).
 
     ``p_holm`` is Holm-adjusted (:func:`prism.stats.holm`) over every step tested for one model (its
     ``model.name``, over all its runs and axes) and one measure; ``shift`` is an excess above 0 with
@@ -78,12 +96,10 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     for run_index, model in enumerate(models):
         for measure in measures:
             questions = _questions(model, measure)
-            for condition in model.conditions:
-                if condition == baseline:
-                    continue
-                est = shifts.shift(step_data(questions, baseline, condition), n_boot=n_boot,
+            for condition, start in step_origins(model, baseline).items():
+                est = shifts.shift(step_data(questions, start, condition), n_boot=n_boot,
                                    n_permutations=n_permutations, seed=seed)
-                rows.append({"model": model.label, "axis": model.axis, "from_condition": baseline,
+                rows.append({"model": model.label, "axis": model.axis, "from_condition": start,
                              "to_condition": condition, "measure": measure, "between": est.between,
                              "within": est.within, "excess": est.excess, "excess_ci_low": est.ci_low,
                              "excess_ci_high": est.ci_high, "p": est.p, "_family": (model.model or model.label),
@@ -96,6 +112,38 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
         table.loc[index, "p_holm"] = stats.holm(table.loc[index, "p"].to_numpy(np.float64))
     table["shift"] = [shifts.is_shift(e, p) for e, p in zip(table["excess"], table["p_holm"], strict=True)]
     return table[list(SHIFT_COLUMNS)].reset_index(drop=True)
+
+
+def profile_table(models: Sequence[ModelCells], table: pd.DataFrame) -> pd.DataFrame:
+    """Every tested step of each axis, per model and measure, in value order (``comparison/profile.csv``).
+
+    ``from``/``to`` are the axis's values, ``from_condition``/``to_condition`` the conditions showing them;
+    the numbers are the step's row of the shifts ``table``. ``first_shift`` marks, per model, axis and
+    measure, the step to the first value where that measure shifts (none when no step does).
+
+    Returns:
+        Columns :data:`PROFILE_COLUMNS`; empty for runs whose axes are unknown.
+    """
+    rows = []
+    for model in models:
+        own = table[table["model"] == model.label]
+        steps = {(r["from_condition"], r["to_condition"], r["measure"]): r for r in own.to_dict("records")}
+        for axis in model.axes:
+            value = dict(zip(axis.conditions, axis.values, strict=True))
+            for measure in dict.fromkeys(table["measure"]):
+                found = False
+                for start, to in axis.steps():
+                    row = steps.get((start, to, measure))
+                    if row is None:
+                        continue
+                    first = bool(row["shift"]) and not found
+                    found = found or first
+                    rows.append({"model": model.label, "axis": axis.name, "scale": axis.scale, "from": value[start],
+                                 "to": value[to], "from_condition": start, "to_condition": to, "measure": measure,
+                                 **{c: row[c] for c in SHIFT_COLUMNS[5:]}, "first_shift": first})
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in PROFILE_COLUMNS})
+    return pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
 
 
 def measure_agreement(table: pd.DataFrame) -> pd.DataFrame:
@@ -115,11 +163,18 @@ def measure_agreement(table: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index().rename_axis(columns=None)
 
 
-def consistency_responses(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
+def grid_axes(models: Sequence[ModelCells]) -> tuple[str, ...]:
+    """The crossed axes shared by every model, or ``()`` unless all of them are grids over the same axes."""
+    grids = {model.grid for model in models}
+    return next(iter(grids)) if len(grids) == 1 else ()
+
+
+def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Sequence[str] = ()) -> pd.DataFrame:
     """Every observed response with its run, model, dataset and condition family, for :mod:`prism.gee`.
 
     A condition without a recorded family (a run logged before families, or a condition set that cannot
-    be rebuilt) falls back to its condition set's name.
+    be rebuilt) falls back to its condition set's name. With ``axes`` (a grid's), each response also gets
+    its condition's value of every axis, one column per axis.
     """
     frames = []
     for model in models:
@@ -131,17 +186,25 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str) -> pd.Dat
             "question_id": cells["question_id"].astype(str), "condition": cells["condition"].astype(str),
             "family": cells["condition"].map(families).fillna(fallback).astype(str),
             "category": cells["category"].astype(str),
+            **{axis: cells["condition"].map({c: v[axis] for c, v in model.levels.items()}).astype(str)
+               for axis in axes},
         }))
     if not frames:
-        return pd.DataFrame(columns=list(gee.RESPONSE_COLUMNS))
+        return pd.DataFrame(columns=[*gee.RESPONSE_COLUMNS, *axes])
     return pd.concat(frames, ignore_index=True)
 
 
 def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """The ``gee_wald`` table: the clustered model of consistency with its notes (:mod:`prism.gee`)."""
-    outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline), baseline)
-    result = gee.fit_consistency_gee(outcomes, notes)
+    """The ``gee_wald`` table: the clustered model of consistency with its notes (:mod:`prism.gee`).
+
+    Runs that are all grids over the same axes are modelled on those axes with their two-way interactions.
+    """
+    axes = grid_axes(models)
+    outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline, axes), baseline, axes)
+    result = gee.fit_consistency_gee(outcomes, notes, axes)
+    term = (f"the grid's axes {', '.join(axes)} with two-way interactions" if axes
+            else f"condition term: {result.condition_term}")
     result.notes.insert(0, f"{result.n_responses} non-baseline responses in {result.n_clusters} question "
-                           f"clusters; condition term: {result.condition_term}; binomial GEE (logit), "
-                           "exchangeable working correlation, bias-reduced sandwich covariance")
+                           f"clusters; {term}; binomial GEE (logit), exchangeable working correlation, "
+                           "bias-reduced sandwich covariance")
     return result.table()

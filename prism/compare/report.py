@@ -53,6 +53,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         figures: The PNG figures to embed.
         context: The runs and settings behind them.
     """
+    from prism.compare.profile_plot import PROFILE_PNG, profile_panels
     from prism.render import render
 
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
@@ -75,7 +76,9 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         sensitivity_models=sections.sensitivity_models(tables), baseline=context.baseline, significance=SIGNIFICANCE,
         figures={"accuracy": sections.figure_uri(figures, "accuracy_heatmap.png"),
                  "flip": sections.figure_uri(figures, "flip_rate_heatmap.png"),
-                 "divergence": sections.figure_uri(figures, "divergence_matrix.png")},
+                 "divergence": sections.figure_uri(figures, "divergence_matrix.png"),
+                 "profile": sections.figure_uri(figures, PROFILE_PNG)},
+        profile_panels=profile_panels(tables),
         divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
         difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
         total_differences=len(tables.get("differences", ())),

@@ -14,12 +14,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from prism.errors import PrismError
 from prism.stats import answer_categories
+
+if TYPE_CHECKING:
+    from prism.conditions import ConditionSet
 
 log = logging.getLogger(__name__)
 
@@ -356,10 +359,10 @@ def load_prompts(path: Path) -> dict[str, str]:
     return prompts
 
 
-def load_families(path: Path) -> dict[str, str]:
-    """Condition name -> family, from a run's ``config/resolved.yaml`` (its condition set, rebuilt).
+def load_condition_set(path: Path) -> ConditionSet:
+    """A run's condition set, rebuilt from its ``config/resolved.yaml``: families, axes and grid included.
 
-    The condition set is rebuilt with :func:`prism.conditions.condition_set_from_config` so families mean
+    The set is rebuilt with :func:`prism.conditions.condition_set_from_config` so families and axes mean
     what they meant to the run (template conditions default to ``instruction``).
 
     Raises:
@@ -371,6 +374,11 @@ def load_families(path: Path) -> dict[str, str]:
 
     try:
         resolved = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return dict(condition_set_from_config(resolved["conditions"]).families)
+        return condition_set_from_config(resolved["conditions"])
     except (OSError, yaml.YAMLError, KeyError, TypeError, PrismError) as exc:
         raise CompareError(f"cannot read the condition families from {path}: {exc}") from exc
+
+
+def load_families(path: Path) -> dict[str, str]:
+    """Condition name -> family, from a run's ``config/resolved.yaml`` (:func:`load_condition_set`)."""
+    return dict(load_condition_set(path).families)

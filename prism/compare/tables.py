@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from prism import stats
+from prism.axes import Axis
 
 SENSITIVITY_COLUMNS = ("model", "condition", "baseline", "accuracy", "delta_accuracy", "delta_ci_low",
                        "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high")
@@ -52,6 +53,10 @@ class ModelCells:
         axis: The run's condition set (``conditions.name``), the ``axis`` of the shifts table.
         dataset: The run's ``dataset.name``, a factor of the clustered model.
         families: Condition name -> condition family (may be empty), a factor of the clustered model.
+        axes: The run's axes (:mod:`prism.axes`; empty when its condition set could not be rebuilt): which
+            step each condition is tested by, and the profiles.
+        grid: The crossed axes of a grid run (factors of the clustered model), ``()`` for a sweep.
+        levels: Condition name -> axis -> value (every axis of ``axes``).
     """
 
     label: str
@@ -63,6 +68,9 @@ class ModelCells:
     axis: str = ""
     dataset: str = ""
     families: Mapping[str, str] = field(default_factory=dict)
+    axes: tuple[Axis, ...] = ()
+    grid: tuple[str, ...] = ()
+    levels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def has_key(model: ModelCells) -> bool:

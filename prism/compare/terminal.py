@@ -5,6 +5,7 @@ Each value is printed with its interval beside it so a row reads on its own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -145,6 +146,21 @@ def format_agreement(table: pd.DataFrame) -> str:
     return head + "\n" + render(shown)
 
 
+def format_profile(table: pd.DataFrame) -> str:
+    """Each axis's steps in value order, the first shifting value marked, then where each measure first shifts."""
+    shown = pd.DataFrame({
+        "model": table["model"], "axis": table["axis"], "scale": table["scale"],
+        "step": table["from"].astype(str) + " -> " + table["to"].astype(str), "measure": table["measure"],
+        "between": table["between"].map(_num),
+        "excess [95% CI]": [_with_ci(e, lo, hi, signed=True) if not math.isnan(e) else "-" for e, lo, hi in
+                            zip(table["excess"], table["excess_ci_low"], table["excess_ci_high"], strict=True)],
+        "p_holm": table["p_holm"].map(_p),
+        "shift": ["FIRST SHIFT" if f else "SHIFT" if s else "-" for s, f in zip(table["shift"], table["first_shift"],
+                                                                               strict=True)],
+    })
+    return render(shown)
+
+
 def format_gee(table: pd.DataFrame) -> str:
     """The Wald tests of the clustered model, then its notes (dropped terms, left-out data, failure) as text."""
     tests = table[table["chi2"].notna()]
@@ -191,6 +207,10 @@ def format_comparison(result: ComparisonResult) -> str:
                   format_shifts(tables["shifts"])]
         if tables["shifts"]["measure"].nunique() > 1:
             parts += ["", format_agreement(tables["shifts"])]
+    if "profile" in tables and len(tables["profile"]):
+        parts += ["", "Profiles (comparison/profile.csv): each axis's steps in value order -- from the baseline on a "
+                      "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
+                      "where the measure shifts:", format_profile(tables["profile"])]
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
                       "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]

@@ -16,6 +16,8 @@ step (``op:``)        what it does                                 attributes
 ``instruct``          an instruction paragraph (``to:``)           instruction
 ``synonyms``          seeded near-synonym swaps in the instruction instruction
 ``typos``             seeded readable typos, ``count`` per field   instruction, stem
+``nested_typos``      exactly ``count`` typos in both fields, the  instruction, stem
+                      levels of one family nested
 ====================  ===========================================  =====================
 
 Every step's output is checked (:mod:`prism.perturbations.checks`) while the requests are built, before

@@ -15,7 +15,7 @@ from prism.perturbations.checks import check_prompt, check_step, check_variant, 
 from prism.perturbations.labels import Relabel, closing_for
 from prism.perturbations.layout import Reformat
 from prism.perturbations.order import Reverse, Rotate, Shuffle, SwapEnds
-from prism.perturbations.spelling import Typos
+from prism.perturbations.spelling import NestedTypos, Typos
 from prism.perturbations.step import Step, step_seed
 from prism.perturbations.text import Instruct, Synonyms
 from prism.perturbations.variant import Format, SpecError, Variant, base_variant, to_prompt
@@ -32,7 +32,12 @@ OPS: dict[str, str | None] = {
     "instruct": "instructions",
     "synonyms": None,
     "typos": None,
+    "nested_typos": None,
 }
+
+# A step's seed is keyed by (condition, position): every condition draws its own. These steps instead share
+# one draw per question across all conditions of their family, so the levels of a dose nest.
+_FAMILY_SEEDED = (NestedTypos,)
 
 
 def format_from(spec: Mapping[str, Any], where: str) -> Format:
@@ -132,22 +137,39 @@ def make_step(spec: Mapping[str, Any], library: Library) -> Step:
             raise SpecError("step 'synonyms' needs a 'synonyms:' word list in the condition set")
         return Synonyms.from_mapping(library.synonyms, _count(spec, op, None, allow_all=True))
     count = _count(spec, op, None)
-    assert count is not None  # typos: _count raised without one
+    assert count is not None  # typos, nested_typos: _count raised without one
+    if op == "nested_typos":
+        return NestedTypos(count, library.protected_words)
     return Typos(count, library.protected_words)
 
 
+SeedKey = tuple[str, int]
+
+
+def seed_keys(condition: str, family: str, steps: Sequence[Step]) -> tuple[SeedKey, ...]:
+    """What each step's seed is derived from (with the set's seed and the question id).
+
+    ``(condition, position)`` for most steps, so each condition draws its own; ``(family, position)`` for
+    steps whose levels nest (``nested_typos``), so every level of the family sees the same draw. A grid
+    cell keeps the keys of the conditions it composes, so it shows exactly what each of them shows alone.
+    """
+    return tuple((family if isinstance(step, _FAMILY_SEEDED) else condition, index) for index, step in enumerate(steps))
+
+
 def build_variant(
-    question: Question, condition: str, steps: Sequence[Step], base_format: Format, closing: str, seed: int
+    question: Question, condition: str, steps: Sequence[Step], base_format: Format, closing: str, seed: int,
+    keys: Sequence[SeedKey] | None = None,
 ) -> Variant:
     """Apply ``steps`` to the unperturbed rendering of ``question``, checking the start and every step.
 
     Args:
         question: The frozen question.
-        condition: The condition's name (for step seeds and messages).
+        condition: The condition's name (for messages, and step seeds when ``keys`` is None).
         steps: The steps, applied in order.
         base_format: The format of the unperturbed rendering (P0's).
         closing: The closing template.
         seed: The condition set's seed; each step's seed is derived from it.
+        keys: Per step, what its seed is keyed by (:func:`seed_keys`); None: ``(condition, position)``.
 
     Raises:
         PerturbationError: Naming the question, the condition and the step whose check failed.
@@ -156,8 +178,9 @@ def build_variant(
     problem = check_variant(question, variant, closing)
     if problem is not None:
         raise fail(question.question_id, condition, "0 (the unperturbed rendering)", problem)
-    for index, step in enumerate(steps):
-        step_rng_seed = step_seed(seed, condition, index, question.question_id)
+    keys = [(condition, index) for index in range(len(steps))] if keys is None else keys
+    for index, (step, (key, position)) in enumerate(zip(steps, keys, strict=True)):
+        step_rng_seed = step_seed(seed, key, position, question.question_id)
         after = step.apply(variant, step_rng_seed)
         problem = check_step(question, step, variant, after, step_rng_seed, closing)
         if problem is not None:
@@ -168,10 +191,10 @@ def build_variant(
 
 def build_prompt(
     question: Question, condition: str, steps: Sequence[Step], base_format: Format, closing: str, seed: int,
-    template_version: str,
+    template_version: str, keys: Sequence[SeedKey] | None = None,
 ) -> Prompt:
     """Build, check and render one variant (see :func:`build_variant`); the rendered text is checked too."""
-    variant = build_variant(question, condition, steps, base_format, closing, seed)
+    variant = build_variant(question, condition, steps, base_format, closing, seed, keys)
     prompt = to_prompt(variant, condition, template_version)
     problem = check_prompt(variant, prompt)
     if problem is not None:

@@ -1,4 +1,10 @@
-"""Spelling steps: a few seeded, readable typos in the instruction and the stem (attributes ``instruction``, ``stem``).
+"""Spelling steps: seeded, readable typos in the instruction and the stem (attributes ``instruction``, ``stem``).
+
+``Typos`` puts up to ``count`` typos in each field. ``NestedTypos`` puts exactly ``count`` in the two fields
+together, and its levels nest: one seeded order of the editable words (and one seeded typo for each) is
+drawn per question, and a level of ``count`` typos takes the first ``count`` of them, so every level keeps
+the typos of the levels below it. The levels of one family share that draw (see
+:func:`prism.perturbations.build.seed_keys`).
 
 A typo keeps a word's first and last letters and makes one edit a reader undoes without noticing: two
 neighbouring letters swapped, one letter dropped or one doubled. Only plain words of four letters or more
@@ -114,4 +120,78 @@ class Typos:
             problem = spelling_problem(getattr(before, field), getattr(after, field), self.protected)
             if problem is not None:
                 return f"{field}: {problem}"
+        return None
+
+
+def _editable_positions(text: str, protected: frozenset[str]) -> list[int]:
+    """Indices of the whitespace-separated chunks of ``text`` that may take a typo."""
+    chunks = _CHUNK.findall(text)
+    return [i for i in range(len(chunks)) if _editable(chunks, i, protected)]
+
+
+def _apply_edits(text: str, edits: dict[int, str]) -> str:
+    """``text`` with chunk ``i`` replaced by ``edits[i]``; white space kept exactly."""
+    pieces, end = [], 0
+    for index, match in enumerate(_CHUNK.finditer(text)):
+        pieces += [text[end:match.start()], edits.get(index, match.group())]
+        end = match.end()
+    return "".join(pieces) + text[end:]
+
+
+def _changed_words(before: str, after: str) -> int:
+    return sum(a != b for a, b in zip(_CHUNK.findall(before), _CHUNK.findall(after), strict=False))
+
+
+@dataclass(frozen=True)
+class NestedTypos:
+    """Exactly ``count`` typos over the instruction and the stem together, nested across levels.
+
+    Attributes:
+        count: Typos in all (each in its own word).
+        protected: Words never touched, lower case (units and the like, from the condition set).
+    """
+
+    count: int
+    protected: frozenset[str] = frozenset()
+    changes: frozenset[Attribute] = frozenset({"instruction", "stem"})
+
+    @property
+    def name(self) -> str:
+        """``nested_typos(<count>)``."""
+        return f"nested_typos({self.count})"
+
+    def apply(self, variant: Variant, seed: int) -> Variant:
+        """Order every editable word of both fields and draw each one's typo from ``random.Random(seed)``.
+
+        The whole order and every word's typo are drawn whatever ``count`` is, so the same seed gives every
+        level the same draw and a level's typos are the first ``count`` of it.
+        """
+        rng = random.Random(seed)
+        fields = {"instruction": variant.instruction, "stem": variant.stem}
+        slots = [(name, i) for name, text in fields.items() for i in _editable_positions(text, self.protected)]
+        order = rng.sample(slots, len(slots))
+        chunks = {name: _CHUNK.findall(text) for name, text in fields.items()}
+        typos = []
+        for name, index in order:
+            match = _PLAIN.fullmatch(chunks[name][index])
+            assert match is not None  # an editable position is a plain word
+            typos.append(match.group(1) + rng.choice(typo_candidates(match.group(2))) + match.group(3))
+        edits: dict[str, dict[int, str]] = {name: {} for name in fields}
+        for (name, index), typo in list(zip(order, typos, strict=True))[: self.count]:
+            edits[name][index] = typo
+        return replace(variant, instruction=_apply_edits(variant.instruction, edits["instruction"]),
+                       stem=_apply_edits(variant.stem, edits["stem"]))
+
+    def verify(self, before: Variant, after: Variant) -> str | None:
+        """Exactly ``count`` words changed in the two fields, each by one readable typo of an editable word."""
+        for field in ("instruction", "stem"):
+            problem = spelling_problem(getattr(before, field), getattr(after, field), self.protected)
+            if problem is not None:
+                return f"{field}: {problem}"
+        changed = sum(_changed_words(getattr(before, f), getattr(after, f)) for f in ("instruction", "stem"))
+        if changed != self.count:
+            room = sum(len(_editable_positions(getattr(before, f), self.protected)) for f in ("instruction", "stem"))
+            return (f"{changed} words got a typo, not exactly {self.count}: the instruction and the stem have "
+                    f"{room} words that may take one (four letters or more, no digit, not a unit or protected "
+                    "word). Lower this level's count in the condition set, or leave this question out")
         return None

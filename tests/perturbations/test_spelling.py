@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perturbations.helpers import base
-from prism.perturbations.spelling import Typos, add_typos, spelling_problem, typo_candidates
+from perturbations.helpers import base, question
+from prism.perturbations.spelling import NestedTypos, Typos, add_typos, spelling_problem, typo_candidates
 
 UNITS = frozenset({"meters", "seconds", "grams"})
 
@@ -68,3 +68,35 @@ def test_add_typos_always_passes_its_own_check(text: str, seed: int, count: int)
     after = add_typos(text, count, random.Random(seed), UNITS)
     assert spelling_problem(text, after, UNITS) is None
     assert re.findall(r"\d+", after) == re.findall(r"\d+", text)
+
+
+def _dose_start() -> object:
+    start = base()
+    return type(start)(**{**start.__dict__, "instruction": "Answer the following question by selecting the option."})
+
+
+def _typo_words(before: str, after: str) -> set[tuple[int, str]]:
+    return {(i, b) for i, (a, b) in enumerate(zip(before.split(), after.split(), strict=True)) if a != b}
+
+
+def test_nested_typos_put_exactly_count_typos_and_each_level_keeps_the_ones_below() -> None:
+    start = _dose_start()
+    levels = {k: NestedTypos(k, UNITS).apply(start, 5) for k in (1, 2, 4, 8)}
+    edits = {}
+    for k, after in levels.items():
+        assert NestedTypos(k, UNITS).verify(start, after) is None
+        assert start.changed_fields(after) <= {"instruction", "stem"}
+        edits[k] = {("i", *e) for e in _typo_words(start.instruction, after.instruction)} | {
+            ("s", *e) for e in _typo_words(start.stem, after.stem)}
+        assert len(edits[k]) == k
+    assert edits[1] < edits[2] < edits[4] < edits[8]  # the same typos, in the same words, plus more
+    assert NestedTypos(4, UNITS).apply(start, 5) == levels[4]  # seeded
+    assert NestedTypos(4, UNITS).apply(start, 6) != levels[4]
+
+
+def test_nested_typos_refuse_a_question_without_room_for_the_dose() -> None:
+    short = base(question(stem="Which metal rusts?", options=("iron", "gold", "tin", "lead"), answer="A"))
+    after = NestedTypos(3, UNITS).apply(short, 0)  # "Which", "metal", "rusts" take one each; no instruction
+    assert NestedTypos(3, UNITS).verify(short, after) is None
+    problem = NestedTypos(4, UNITS).verify(short, NestedTypos(4, UNITS).apply(short, 0))
+    assert problem is not None and "not exactly 4" in problem and "3 words that may take one" in problem
