@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 
 from prism import __version__
-from prism.backends.base import Backend, Request, create_backend
+from prism.backends.base import Backend, Request, create_backend, require_label_probs
 from prism.conditions import ConditionSet, condition_set_from_config, render_all
 from prism.errors import ConfigError
-from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
+from prism.inference import Cell, collect, make_cells, raw_record, stored_fields
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import FrozenSet, freeze_question_set
@@ -100,9 +100,18 @@ def build_requests(frozen: FrozenSet, condition_set: ConditionSet, generation: M
             seed=repetition_seed(int(generation["seed"]), repetition),
             top_p=generation.get("top_p"),
             top_k=generation.get("top_k"),
+            label_probs=bool(generation.get("label_probs") or False),
         )
         requests += [Request(prompt=p, params=params, repetition=repetition) for p in prompts]
     return requests
+
+
+def label_sets(requests: list[Request]) -> dict[str, tuple[str, ...]]:
+    """Condition name -> every label its prompts display (in first-seen order), for the label_probs check."""
+    found: dict[str, dict[str, None]] = {}
+    for request in requests:
+        found.setdefault(request.prompt.condition, {}).update(dict.fromkeys(request.prompt.displayed_labels))
+    return {condition: tuple(labels) for condition, labels in found.items()}
 
 
 def run_params(cfg: Mapping[str, Any], condition_set: ConditionSet) -> dict[str, str]:
@@ -160,7 +169,7 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
         if stored is None:
             missing.append(cell)
             continue
-        record = raw_record(cell, identity, {k: stored.get(k) for k in COMPLETION_FIELDS}, cached=True, error=None)
+        record = raw_record(cell, identity, stored_fields(stored), cached=True, error=None)
         response_log.append(record)
         reused.append(record)
     return reused, missing
@@ -255,6 +264,8 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
         report_dropped(frozen)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg["generation"])
+        if cfg["generation"].get("label_probs"):
+            require_label_probs(backend, str(cfg["model"]["backend"]), label_sets(requests))
         cells = make_cells(requests, identity, frozen.dataset, frozen.split)
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
