@@ -16,6 +16,7 @@ import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
+from prism.likelihood import likelihood_fields
 from prism.metrics import condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -55,6 +56,7 @@ def score_all(
         if raw.get("error") is None and raw.get("response") is not None:
             parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options)
         record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
+        record.update(likelihood_fields(record, prompt, questions[key[0]].answer))
         record.pop("prompt", None)
         scored.append(record)
     return scored
@@ -85,7 +87,47 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     consistency = consistency_summary(frame, families, baseline, ids)
     consistency.to_csv(results / "consistency.csv", index=False)
     metrics.update(consistency_metrics(consistency))
+    if any("label_probs_source" in record for record in scored):  # a run with generation.label_probs=true
+        metrics.update(write_likelihood_results(results, frame, scored, frozen, condition_set, repetitions))
     return metrics
+
+
+def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequence[Mapping[str, Any]],
+                             frozen: FrozenSet, condition_set: ConditionSet, repetitions: int) -> dict[str, float]:
+    """Write ``likelihood.csv`` (both readings per condition) and ``position_bias.csv``; return the metrics."""
+    from prism.likelihood_metrics import bias_table, likelihood_condition_table, likelihood_metrics
+
+    ids = [q.question_id for q in frozen.questions]
+    names, baseline = condition_set.names, condition_set.baseline
+    likelihood_condition_table(frame, names, baseline).to_csv(results / "likelihood.csv", index=False)
+    bias_table(bias_cells(scored, frozen, condition_set)).to_csv(results / "position_bias.csv", index=False)
+    return likelihood_metrics(frame, names, ids, repetitions, baseline)
+
+
+def bias_cells(scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet) -> pd.DataFrame:
+    """One row per (record with probabilities, displayed position), for :func:`prism.likelihood_metrics.bias_table`."""
+    questions = {q.question_id: q for q in frozen.questions}
+    conditions = {c.name: c for c in condition_set.conditions}
+    prompts: dict[tuple[str, str], Prompt] = {}
+    rows = []
+    for record in scored:
+        if record.get("error") is not None or record.get("likelihood_answer") is None:
+            continue
+        key = (record["question_id"], record["condition"])
+        if key not in prompts:
+            prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
+        prompt = prompts[key]
+        baseline = prompts.setdefault((key[0], condition_set.baseline),
+                                      render(questions[key[0]], conditions[condition_set.baseline], condition_set))
+        for position, (label, option) in enumerate(zip(prompt.displayed_labels, prompt.canonical_labels,
+                                                       strict=True), start=1):
+            rows.append({"condition": key[1], "question_id": key[0], "repetition": record["repetition"],
+                         "position": position, "label": label, "option": option,
+                         "prob": float(record["label_probs"].get(label, 0.0)),
+                         "likelihood": record["likelihood_answer"] == option, "parsed": record.get("answer") == option,
+                         "correct": record["correct_answer"] == option,
+                         "baseline_labels": prompt.displayed_labels == baseline.displayed_labels})
+    return pd.DataFrame(rows)
 
 
 def _pct(value: float) -> str:
