@@ -1,6 +1,6 @@
 """Read the chosen option out of a model's free-text response, without ever seeing the answer key.
 
-The rules (issue 2, "Parser"), tried in order; the first that decides wins:
+The rules, tried in order; the first that decides wins:
 
 1. ``exact``: the stripped response is one label (any case). Only this is compliant.
 2. ``bare``: one label wrapped in markdown or punctuation: ``(B)``, ``**B**``, ``B.``, ``[B]``.
