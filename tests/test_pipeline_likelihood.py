@@ -116,3 +116,30 @@ def test_a_backend_that_gives_no_logprobs_is_named_with_what_to_use_instead(data
     with pytest.raises(BackendError, match=r"'nologprobs' backend gives no log-probabilities.*model=openai"):
         run(compose_config([*overrides, "model.backend=nologprobs", "generation.label_probs=true"]),
             output_dir=workdir / "out")
+
+
+def test_compare_mixes_runs_with_and_without_probabilities_and_shows_both_readings(data_dir: Path,
+                                                                                   workdir: Path) -> None:
+    from prism.compare import compare
+    from test_compare import compose_compare
+
+    overrides, *_ = scenario(data_dir, workdir)
+    with_probs = run(compose_config([*overrides, "generation.label_probs=true", "model.name=probs"]),
+                     output_dir=workdir / "a")
+    without = run(compose_config([*overrides, "model.name=text"]), output_dir=workdir / "b")
+    result = compare(compose_compare([f"tracking.uri=sqlite:///{workdir}/mlflow.db", "bootstrap=50",
+                                      "permutations=50", f"runs=[{with_probs.run_id},{without.run_id}]",
+                                      "measures=[answer,prob_tv]"]), output_dir=workdir / "cmp")
+    assert not result.mismatches  # label_probs is not a comparability key
+    readings = result.tables["readings"]
+    assert set(readings["model"]) == {"probs"}  # only the run that has probabilities
+    p0 = readings[readings["condition"] == "P0"].iloc[0]
+    assert p0["likelihood_accuracy"] == pytest.approx(with_probs.metrics["likelihood_accuracy/P0"])
+    assert p0["accuracy"] == pytest.approx(with_probs.metrics["accuracy/P0"])
+    shifts = result.tables["shifts"]
+    assert set(shifts.loc[shifts["measure"] == "prob_tv", "model"]) == {"probs"}
+    tv = shifts[(shifts["measure"] == "prob_tv") & (shifts["to_condition"] == "reverse")].iloc[0]
+    assert tv["between"] == pytest.approx(with_probs.metrics["mean_prob_tv/reverse"])
+    parted = result.tables["reading_disagreements"]
+    assert len(parted) and (parted["answer"] != parted["likelihood_answer"]).all()
+    assert (workdir / "cmp" / "comparison" / "readings.csv").is_file()
