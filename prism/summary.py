@@ -158,6 +158,17 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
         f"prompt-invariant incorrect:        {_pct(metrics['prompt_invariant_incorrect_rate'])}",
     ]
+    if "likelihood_accuracy" in metrics:  # generation.label_probs=true: the second reading, per condition
+        lines += ["", "label probabilities (the first token's likeliest option beside the parsed answer):",
+                  f"{'condition':<{width}} {'parsed':>9} {'likelihood':>11} {'agree':>7} {'mass':>7}"]
+        for name in [*conditions, "all"]:
+            suffix = "" if name == "all" else f"/{name}"
+            lines.append(f"{name:<{width}} {_pct(metrics[f'accuracy{suffix}']):>9} "
+                         f"{_pct(metrics[f'likelihood_accuracy{suffix}']):>11} "
+                         f"{_pct(metrics[f'reading_agreement{suffix}']):>7} "
+                         f"{_pct(metrics[f'mean_label_mass{suffix}']):>7}")
+        lines.append(f"mean TV distance to the baseline's option distribution:{_pct(metrics['mean_prob_tv'])}; "
+                     f"cells without label probabilities: {int(metrics['label_probs_missing'])}")
     consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
     if consistency:
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]
