@@ -120,8 +120,9 @@ def test_a_backend_that_gives_no_logprobs_is_named_with_what_to_use_instead(data
 
 def test_compare_mixes_runs_with_and_without_probabilities_and_shows_both_readings(data_dir: Path,
                                                                                    workdir: Path) -> None:
-    from prism.compare import compare
     from test_compare import compose_compare
+
+    from prism.compare import compare
 
     overrides, *_ = scenario(data_dir, workdir)
     with_probs = run(compose_config([*overrides, "generation.label_probs=true", "model.name=probs"]),
@@ -143,3 +144,19 @@ def test_compare_mixes_runs_with_and_without_probabilities_and_shows_both_readin
     parted = result.tables["reading_disagreements"]
     assert len(parted) and (parted["answer"] != parted["likelihood_answer"]).all()
     assert (workdir / "cmp" / "comparison" / "readings.csv").is_file()
+
+
+def test_a_rerun_serves_the_probabilities_from_the_store(data_dir: Path, workdir: Path) -> None:
+    overrides, *_ = scenario(data_dir, workdir, conditions="prism")
+    cfg = compose_config([*overrides, "generation.label_probs=true"])
+    first = run(cfg, output_dir=workdir / "first")
+    again = run(cfg, output_dir=workdir / "again")
+    assert again.n_fresh == 0 and again.n_cached == first.n_fresh
+
+    def fields(out: Path) -> dict:
+        return {(r["question_id"], r["condition"]): {k: r.get(k) for k in LABEL_FIELDS}
+                for r in read_jsonl(out / "responses" / "responses.jsonl")}
+
+    assert fields(again.output_dir) == fields(first.output_dir)
+    assert again.metrics["likelihood_accuracy"] == first.metrics["likelihood_accuracy"]
+    assert "pride_prior" not in (again.output_dir / "results" / "position_bias.csv").read_text()  # no order moves
