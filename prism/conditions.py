@@ -21,7 +21,7 @@ from typing import Any
 from prism.errors import PrismError
 from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
 from prism.perturbations.build import format_from
-from prism.perturbations.labels import closing_for
+from prism.perturbations.labels import Relabel, closing_for
 from prism.types import Prompt, Question
 
 FIELDS = ("question", "options", "closing")
@@ -187,6 +187,30 @@ def validate(condition_set: ConditionSet) -> None:
                 f"{where}, condition {condition.name!r}: the template must end with {{closing}} so every "
                 "prompt ends with the same output requirement."
             )
+
+
+def check_option_counts(condition_set: ConditionSet, questions: Iterable[Question]) -> None:
+    """Refuse, before any inference, a condition whose label set cannot label every question's options.
+
+    Raises:
+        ConditionError: Naming the condition, its family, the label set and the option counts it cannot cover.
+    """
+    counts = sorted({len(q.options) for q in questions})
+    for condition in condition_set.conditions:
+        for step in condition.steps or ():
+            if not isinstance(step, Relabel):
+                continue
+            uncovered = [count for count in counts if not step.covers(count)]
+            coverable = ",".join(str(count) for count in counts if step.covers(count))
+            if uncovered:
+                raise ConditionError(
+                    f"condition set {condition_set.name!r}, condition {condition.name!r} (family "
+                    f"{condition.family!r}): label set {step.set_name!r} has {len(step.new_labels)} labels, but "
+                    f"the frozen questions include {uncovered[0]}-option questions (counts {counts}). No model was "
+                    f"asked anything. Keep questions it can label ('dataset.options=[{coverable}]'), "
+                    f"give conditions.label_sets.{step.set_name} more labels, or use a condition set without "
+                    f"{condition.name!r}."
+                )
 
 
 def format_options(labels: Sequence[str], options: Sequence[str]) -> str:

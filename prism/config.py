@@ -49,8 +49,24 @@ class ModelConfig:
 
 
 @dataclass
+class DatasetFields:
+    """Which source column holds each part of a question (see ``prism.questions.spec.FieldMap``)."""
+
+    id: str | None = None
+    question: str = "question"
+    # One column holding a list of options (or ARC-style {text, label}), or a list of columns, one per option.
+    options: Any = "choices"
+    answer: str | None = "answer"
+    group: str | None = None
+
+
+@dataclass
 class DatasetConfig:
-    """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed)."""
+    """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed) and the mapping.
+
+    The source is ``path`` (one JSONL, CSV or Parquet file), else ``data_dir/<name>/<split>.jsonl``, else
+    the Hub (``hub``, ``hub_config``, ``split``); ``fields`` maps its columns (``prism.questions``).
+    """
 
     name: str = MISSING
     split: str = "test"
@@ -58,6 +74,24 @@ class DatasetConfig:
     sample_seed: int = II("seed")
     data_dir: str | None = None
     cache_dir: str = ".prism/frozen"
+    path: str | None = None
+    # jsonl, csv or parquet; null: from the suffix of path.
+    format: str | None = None
+    hub: str | None = None
+    hub_config: str | None = None
+    fields: DatasetFields = field(default_factory=DatasetFields)
+    # index (0-based), letter (A.. or the option's own label), text (the option's text) or none (no key).
+    answer_format: str = "index"
+    # objective (there is a correct option) or subjective (survey items).
+    type: str = "objective"
+    # Named dataset rules (prism.questions.rules.RULES), e.g. [numeric_labels].
+    rules: list[str] = field(default_factory=list)
+    # Option counts to keep (a whole number or a list); null: any count from 2 to 10.
+    options: Any = None
+    # Group values to keep (dataset.fields.group); empty: all.
+    subjects: list[str] = field(default_factory=list)
+    # The group column to draw dataset.n evenly across, or null.
+    stratify: str | None = None
 
 
 @dataclass

@@ -20,12 +20,12 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request, create_backend, require_label_probs
-from prism.conditions import ConditionSet, condition_set_from_config, render_all
+from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
 from prism.errors import ConfigError
 from prism.inference import Cell, collect, make_cells, raw_record, stored_fields
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
-from prism.questions import FrozenSet, freeze_question_set
+from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
@@ -256,12 +256,9 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
     dataset_cfg = cfg["dataset"]
     backend: Backend = create_backend(cfg["model"])
     try:
-        frozen = freeze_question_set(
-            dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
-            seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
-            cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
-        )
+        frozen = freeze_dataset(dataset_cfg)
         report_dropped(frozen)
+        check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg["generation"])
         if cfg["generation"].get("label_probs"):
@@ -287,25 +284,17 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
     )
 
 
-_DROP_TEXT = {
-    "not_four_options": "without exactly four options",
-    "repeated_options": "with repeated options",
-    "answer_not_in_labels": "whose answer key is not one of their labels",
-}
-
-
 def report_dropped(frozen: FrozenSet) -> None:
-    """Say how many source questions were left out of the pool and why; a bad answer key is a warning.
+    """Say how many source questions were left out of the pool and why (bad data is an error before this).
 
     Counts per reason are also tagged on the run (``prism.dropped.<reason>``, see :func:`run_tags`).
     """
     dropped = {reason: count for reason, count in frozen.dropped.items() if count}
     if not dropped:
         return
-    level = logging.WARNING if dropped.get("answer_not_in_labels") else logging.INFO
-    log.log(level, "%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
-            sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
-            "; ".join(f"{count} {_DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
+    log.info("%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
+              sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
+             "; ".join(f"{count} {DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
 
 
 def run_tags(plan: Plan, out: Path) -> dict[str, str]:

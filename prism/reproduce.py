@@ -15,13 +15,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from prism import __version__
 from prism.errors import PrismError
+
+if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
         ``different``, ``missing`` (only the original has it) or ``extra`` (only the reproduction has it),
         and both responses and errors.
     """
+    import pandas as pd
+
     first = {cell_key(r): r for r in original}
     second = {cell_key(r): r for r in again}
     with_probs = any("label_probs" in r for r in (*original, *again))
@@ -136,6 +140,8 @@ def probability_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
     """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    import pandas as pd
+
     rows = []
     for name in sorted(set(original) | set(again)):
         a, b = original.get(name), again.get(name)
@@ -168,7 +174,7 @@ def localize_data_dir(cfg: dict[str, Any]) -> Check | None:
 def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.base import create_backend
-    from prism.questions import freeze_question_set
+    from prism.questions import freeze_dataset
     from prism.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
@@ -177,11 +183,7 @@ def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
         digest = backend.identity().digest
     finally:
         backend.close()
-    dataset = cfg["dataset"]
-    frozen = freeze_question_set(
-        dataset=dataset["name"], split=dataset["split"], n=int(dataset["n"]), seed=int(dataset["sample_seed"]),
-        data_dir=dataset.get("data_dir"), cache_dir=dataset.get("cache_dir") or ".prism/frozen",
-    )
+    frozen = freeze_dataset(cfg["dataset"])
     return [
         Check("prism.version", tags.get("prism.version", ""), __version__),
         Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
@@ -287,7 +289,7 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
 
 
 def _short(text: object, width: int = 40) -> str:
-    if text is None or (isinstance(text, float) and pd.isna(text)):
+    if text is None or (isinstance(text, float) and math.isnan(text)):
         return "(none)"
     flat = " ".join(str(text).split())
     return repr(flat if len(flat) <= width else flat[: width - 1] + "…")

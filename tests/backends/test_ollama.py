@@ -36,6 +36,8 @@ from .ollama_server import LLAMA3_DIGEST, Behaviour, OllamaStub
 
 OTHER_DIGEST = "a6990ed6be412c6a217614b0ec8e9cd6800a743d5dd7e1d7fbe9df09e61d5615"
 FAST_RETRY = {"retry_base_delay_s": 0.01, "retry_max_delay_s": 0.05}
+# A retry budget longer than the one a never-reached server gets, so the two cannot be confused.
+FIRST_CONTACT_BUDGET_S_PLUS_ONE = 3.0
 
 
 def request(**params) -> Request:
@@ -258,6 +260,31 @@ def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_s
     assert f"http://127.0.0.1:{port} (from model.host)" in message and "connection refused" in message
     assert "`ollama serve`" in message and "model.retry_budget_s=0.5" in message
     assert elapsed < 10  # the budget is 0.5 s; generous slack, this is not a timing test
+
+
+def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_retry_budget() -> None:
+    from prism.backends.remote import FIRST_CONTACT_BUDGET_S
+
+    port = free_port()
+    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}"})  # the default 30 s budget
+    with pytest.raises(BackendError) as caught:
+        b.identity()
+    b.close()
+    message = str(caught.value)
+    assert "connection refused" in message and "`ollama serve`" in message and "never reached" in message
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S < 30
+
+
+def test_a_server_that_goes_away_after_answering_gets_the_whole_retry_budget() -> None:
+    with OllamaStub() as stub:
+        b = backend(stub, retry_budget_s=FIRST_CONTACT_BUDGET_S_PLUS_ONE)
+        b.identity()
+        stub.stop()
+        with pytest.raises(BackendError) as caught:
+            b.generate(request())
+        b.close()
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S_PLUS_ONE
+    assert "never reached" not in str(caught.value) and "connection refused" in str(caught.value)
 
 
 def test_a_server_that_stays_busy_says_so_and_a_slow_one_names_the_timeout() -> None:

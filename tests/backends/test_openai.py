@@ -211,6 +211,19 @@ def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_s
     assert time.monotonic() - start < 30  # the budget is 0.5 s; generous slack, this is not a timing test
 
 
+def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_retry_budget() -> None:
+    from prism.backends.remote import FIRST_CONTACT_BUDGET_S
+
+    port = free_port()
+    backend = OpenAIBackend({"name": ALIAS, "base_url": f"http://127.0.0.1:{port}/v1"})  # the default 30 s budget
+    with pytest.raises(BackendError) as caught:
+        backend.identity()
+    backend.close()
+    message = str(caught.value)
+    assert "connection refused" in message and "llama_cpp.server" in message and "never reached" in message
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S < 30
+
+
 def test_the_one_default_that_differs_is_repeat_penalty() -> None:
     from llama_cpp import Llama
     from llama_cpp.server.types import CreateChatCompletionRequest
