@@ -1,6 +1,8 @@
 """7. Label probabilities: what ``generation.label_probs=true`` costs on the embedded model.
 
-Three comparisons, each side by side in one invocation:
+Every side is timed in wall seconds and in CPU seconds (user + system of the process): on a machine
+shared with other jobs, wall time moves with their load while CPU time barely does. Three comparisons,
+each side by side in one invocation:
 
 - whole runs: ``python -m prism`` with and without ``generation.label_probs=true`` on the same questions,
   alternating (text, probs, probs, text), store off, one thread; wall time and the time inside llama.cpp
@@ -31,8 +33,8 @@ def model_seconds(workdir: Path, name: str) -> float:
         return sum(float(json.loads(line)["latency_s"]) for line in handle if line.strip())
 
 
-def per_prompt(model_path: Path, prompts: list[str]) -> dict[str, float]:
-    """Seconds of generation over ``prompts`` for three sides, their order rotating from prompt to prompt.
+def per_prompt(model_path: Path, prompts: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Wall and CPU seconds of generation over ``prompts`` for three sides, in rotating order per prompt.
 
     ``plain``: ``logits_all=False``, nothing kept; ``processor``: the same model with PRISM's first-position
     logits processor; ``logits_all``: a ``logits_all=True`` model asked for ``logprobs`` / ``top_logprobs=20``.
@@ -45,7 +47,7 @@ def per_prompt(model_path: Path, prompts: list[str]) -> dict[str, float]:
     models = {flag: Llama(model_path=str(model_path), n_ctx=2048, n_threads=1, logits_all=flag, verbose=False)
               for flag in (False, True)}
     sides = ("plain", "processor", "logits_all")
-    totals = dict.fromkeys(sides, 0.0)
+    totals, cpu = dict.fromkeys(sides, 0.0), dict.fromkeys(sides, 0.0)
     try:
         for index, text in enumerate(prompts):
             for side in sides[index % 3:] + sides[: index % 3]:
@@ -57,30 +59,32 @@ def per_prompt(model_path: Path, prompts: list[str]) -> dict[str, float]:
                     kwargs.update(logprobs=True, top_logprobs=20)
                 llm = models[side == "logits_all"]
                 llm.reset()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 llm.create_chat_completion(**kwargs)
                 totals[side] += time.perf_counter() - start
+                cpu[side] += time.process_time() - start_cpu
             if (index + 1) % 6 == 0:  # progress, for a machine too loaded to wait for the end
-                print(f"  per prompt, {index + 1} prompts: " + ", ".join(f"{k} {v:.1f} s" for k, v in totals.items()),
+                print(f"  per prompt, {index + 1} prompts, CPU s: " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()),
                       flush=True)
     finally:
         for llm in models.values():
             llm.close()
-    return totals
+    return totals, cpu
 
 
 def run(ctx: Context) -> Section:
     """Measure and report."""
-    n_questions = 2 if ctx.quick else 20
+    n_questions = 1 if ctx.quick else 4
     bench = prepare(ctx, "label_probs", n_questions, store=False)
     with bench.requests_file("condition").open(encoding="utf-8") as handle:
         prompts = [json.loads(line)["kwargs"]["messages"][-1]["content"] for line in handle]
-    prompts = prompts[: 3 if ctx.quick else 30]
-    sides = per_prompt(bench.model_path, prompts)
-    plain, processed, kept_all = sides["plain"], sides["processor"], sides["logits_all"]
+    prompts = prompts[: 3 if ctx.quick else 12]
+    sides, cpu_sides = per_prompt(bench.model_path, prompts)
+    plain, processed, kept_all = cpu_sides["plain"], cpu_sides["processor"], cpu_sides["logits_all"]
 
     schedule = ("text", "probs") if ctx.quick else ("text", "probs", "probs", "text")
     rows, wall, inside = [], {"text": 0.0, "probs": 0.0}, {"text": 0.0, "probs": 0.0}
+    cpu = {"text": 0.0, "probs": 0.0}
     for index, side in enumerate(schedule):
         name = f"{side}-{index}"
         extra = [THREADS, *(["generation.label_probs=true"] if side == "probs" else [])]
@@ -88,32 +92,35 @@ def run(ctx: Context) -> Section:
         seconds = model_seconds(bench.workdir, name)
         wall[side] += timed.seconds
         inside[side] += seconds
-        rows.append(f"| {index + 1} | {side} | {timed.seconds:.1f} | {seconds:.1f} | {timed.seconds - seconds:.1f} |")
+        cpu[side] += timed.cpu_seconds
+        rows.append(f"| {index + 1} | {side} | {timed.seconds:.1f} | {seconds:.1f} | {timed.cpu_seconds:.1f} |")
         print(f"  whole runs: {rows[-1]}", flush=True)
     same = agreement(run_responses(bench.workdir, f"text-{0}"), run_responses(bench.workdir, f"probs-{1}"))
 
-    ratio, model_ratio = wall["probs"] / wall["text"], inside["probs"] / inside["text"]
+    ratio, model_ratio, cpu_ratio = wall["probs"] / wall["text"], inside["probs"] / inside["text"], \
+        cpu["probs"] / cpu["text"]
     section = Section(title="7. Label probabilities: generation.label_probs on the embedded model",
                       command="python -m benchmarks --only label_probs",
-                      figures={"wall_ratio": ratio, "model_ratio": model_ratio,
+                      figures={"wall_ratio": ratio, "model_ratio": model_ratio, "cpu_ratio": cpu_ratio,
                                "per_prompt_ratio": processed / plain, "logits_all_ratio": kept_all / plain})
     section.body = [
         f"Whole runs: `python -m prism dataset.n={n_questions} {THREADS}` ({bench.n_prompts} prompts, store off) "
         "without and with `generation.label_probs=true`, alternating.",
         "",
-        "| run | side | wall s | inside llama.cpp s | around s |",
+        "| run | side | wall s | inside llama.cpp s (wall) | CPU s |",
         "|---:|---|---:|---:|---:|",
         *rows,
         "",
-        f"With / without label_probs: wall **{ratio:.3f}**, inside llama.cpp {model_ratio:.3f}. Responses of the "
-        f"two sides identical: {same}.",
+        f"With / without label_probs: CPU **{cpu_ratio:.3f}**, wall {ratio:.3f}, inside llama.cpp (wall) "
+        f"{model_ratio:.3f}. Responses of the two sides identical: {same}.",
         "",
         f"Per prompt, one process, {len(prompts)} prompts, each generated from an empty cache three ways in "
         "rotating order: plain, with PRISM's first-position logits processor, and with llama-cpp-python's own "
         "route (`logits_all=True`, `logprobs`, `top_logprobs=20`).",
         "",
-        "| side | seconds | / plain |",
-        "|---|---:|---:|",
-        *(f"| {side} | {value:.1f} | {value / plain:.3f} |" for side, value in sides.items()),
+        "| side | CPU s | / plain | wall s | / plain |",
+        "|---|---:|---:|---:|---:|",
+        *(f"| {side} | {cpu_sides[side]:.1f} | {cpu_sides[side] / plain:.3f} | {value:.1f} | "
+          f"{value / sides['plain']:.3f} |" for side, value in sides.items()),
     ]
     return section
