@@ -24,6 +24,7 @@ import pytest
 from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
+from prism.config import LlamaCppModelConfig
 from prism.store import CompletionStore, StoreError
 from prism.tracking import MlflowTracker, TrackingError
 from prism.types import GenerationParams, Prompt
@@ -171,7 +172,7 @@ def test_a_gguf_with_the_magic_that_llama_cpp_cannot_load_is_a_backend_error(tmp
 
     damaged = tmp_path / "damaged.gguf"
     damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)  # passes the magic check, then nothing loads
-    backend = LlamaCppBackend({"name": "damaged", "path": str(damaged)})
+    backend = LlamaCppBackend(LlamaCppModelConfig(name="damaged", path=str(damaged)))
     prompt = Prompt("q1", "P0", "Which? A. w\nReturn only the letter.", ("A",), ("A",), ("w",), "1")
     with pytest.raises(BackendError, match=rf"llama.cpp could not load model.path '{damaged}'.*truncated"):
         backend.generate(Request(prompt, GenerationParams(temperature=0.0, max_tokens=4), 0))

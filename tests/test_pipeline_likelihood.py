@@ -21,7 +21,7 @@ from prism.store import read_jsonl
 def scenario(data_dir: Path, workdir: Path, conditions: str = "option_order", with_probs: bool = True):
     """A replay file for 4 questions: random label probabilities, the parsed answer the most likely label."""
     cfg = compose_config([*run_overrides(workdir, data_dir), f"conditions={conditions}", "dataset.n=4"])
-    condition_set = condition_set_from_config(cfg["conditions"])
+    condition_set = condition_set_from_config(cfg.conditions)
     frozen = freeze_question_set("arc_challenge", "test", 4, 0, data_dir, workdir / "frozen")
     rng = random.Random(5)
     lines, prompts = [], {}
@@ -90,7 +90,7 @@ def test_a_replay_file_without_probabilities_stops_the_run_before_inference(data
 
 
 class NoLogprobs:
-    """A backend written before label_probs existed: it has no check_label_probs."""
+    """A backend written before label_probs existed: it has no check_label_probs (a replay file's answers)."""
 
     concurrency = 1
 
@@ -112,10 +112,9 @@ class NoLogprobs:
 def test_a_backend_that_gives_no_logprobs_is_named_with_what_to_use_instead(data_dir: Path, workdir: Path,
                                                                            monkeypatch) -> None:
     overrides, *_ = scenario(data_dir, workdir)
-    monkeypatch.setitem(BACKENDS, "nologprobs", f"{__name__}:NoLogprobs")
-    with pytest.raises(BackendError, match=r"'nologprobs' backend gives no log-probabilities.*model=openai"):
-        run(compose_config([*overrides, "model.backend=nologprobs", "generation.label_probs=true"]),
-            output_dir=workdir / "out")
+    monkeypatch.setitem(BACKENDS, "replay", f"{__name__}:NoLogprobs")
+    with pytest.raises(BackendError, match=r"'replay' backend gives no log-probabilities.*model=openai"):
+        run(compose_config([*overrides, "generation.label_probs=true"]), output_dir=workdir / "out")
 
 
 def test_compare_mixes_runs_with_and_without_probabilities_and_shows_both_readings(data_dir: Path,

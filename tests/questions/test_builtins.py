@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import compose_config
+from conftest import compose_plain
 
 from prism.questions import DatasetSpec, builtin_spec, freeze_dataset, load_questions
 from questions.conftest import FIXTURES
@@ -22,7 +22,7 @@ HUB = {"arc_challenge": ("allenai/ai2_arc", "ARC-Challenge"), "sciq": ("allenai/
 @pytest.mark.parametrize("name", BUILTINS)
 def test_every_builtin_config_composes_into_a_checked_spec(name: str, tmp_path: Path) -> None:
     extra = [f"dataset.path={tmp_path / 'items.csv'}"] if name == "custom" else []
-    cfg = compose_config([f"dataset={name}", *extra])["dataset"]
+    cfg = compose_plain([f"dataset={name}", *extra])["dataset"]
     spec = DatasetSpec.from_config(cfg)
     assert spec.name == name and spec.type == "objective"
     if name != "custom":
@@ -44,7 +44,7 @@ def test_mmlu_fixture_drops_exact_and_reordered_duplicates_and_keeps_u0085() -> 
 
 
 def test_mmlu_subjects_and_stratify_draw_evenly(tmp_path: Path) -> None:
-    cfg = compose_config(["dataset=mmlu", f"dataset.data_dir={FIXTURES}", f"dataset.cache_dir={tmp_path}",
+    cfg = compose_plain(["dataset=mmlu", f"dataset.data_dir={FIXTURES}", f"dataset.cache_dir={tmp_path}",
                           "dataset.subjects=[anatomy,astronomy,virology,college_physics,prehistory]",
                           "dataset.stratify=subject", "dataset.n=13"])["dataset"]
     frozen = freeze_dataset(cfg)
@@ -137,6 +137,6 @@ def test_full_mmlu_has_27_exact_duplicates_and_full_mmlu_pro_12030_rows(full_dat
 
 
 def _cfg(name: str, data_dir: Path = FIXTURES) -> dict:
-    cfg = compose_config([f"dataset={name}", f"dataset.data_dir={data_dir}"])["dataset"]
+    cfg = compose_plain([f"dataset={name}", f"dataset.data_dir={data_dir}"])["dataset"]
     assert isinstance(cfg, dict)
     return cfg
