@@ -171,8 +171,10 @@ def validate(condition_set: ConditionSet) -> None:
         raise ConditionError(f"{where}: baseline {condition_set.baseline!r} is not one of its conditions {names}.")
     for condition in condition_set.conditions:
         for what, value in (("condition name", condition.name), ("family", condition.family)):
-            if not _NAME.fullmatch(value):
-                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-'.")
+            # Names become metric names and file names, so '.' and '..' (a path's own segments) are refused too.
+            if not _NAME.fullmatch(value) or value in (".", ".."):
+                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-', "
+                                     "and may not be '.' or '..'.")
         if condition.steps is not None:
             if condition_set.base_format is None:
                 raise ConditionError(f"{where}, condition {condition.name!r}: steps need a 'base_format:' to start "

@@ -23,7 +23,7 @@ from prism.backends.base import Backend, Request, create_backend, require_label_
 from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
 from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
-from prism.inference import Cell, collect, make_cells, raw_record, stored_fields
+from prism.inference import Cell, collect, keyed_settings, make_cells, raw_record, stored_fields
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
@@ -33,6 +33,7 @@ from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_all, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json, safe_filename
+from prism.writable import check_writable_dirs
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,7 @@ def run(
             still finishes and a TrackingError says how to upload the kept results.
     """
     out = Path(output_dir or cfg.output_dir or default_output_dir())
+    check_writable_dirs(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     plan = prepare(cfg, out)
     with ExitStack() as resources:
@@ -234,6 +236,25 @@ def run(
                      n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
 
 
+def check_model_name(name: str) -> None:
+    """Refuse a model name with a path segment ``.`` or ``..``, or a control character, before any inference.
+
+    The name becomes metric names (``sensitivity/<model>/...``), run names and tags; a slash is kept, since
+    served ids are often ``org/model`` (vLLM, ``hf.co/...`` Ollama tags), and any file named after a model
+    goes through :func:`prism.types.safe_filename`. An empty name is left to the backend, which says what
+    it needs.
+
+    Raises:
+        ConfigError: Naming the value and what is allowed.
+    """
+    if not name:
+        return
+    if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such a "
+                          "path segment, or hold control characters. Set model.name=NAME to the model's tag or "
+                          "served id (e.g. llama3:8b or org/model).")
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything a run needs before its MLflow run starts: checked inputs, the model, the cells."""
@@ -256,6 +277,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     unreachable tracking store stops the run here, before any inference.
     """
     check_generation(cfg.generation)
+    check_model_name(cfg.model.name or "")
     condition_set = condition_set_from_config(cfg.conditions)
     backend: Backend = create_backend(cfg.model)
     try:
@@ -266,7 +288,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         requests = build_requests(frozen, condition_set, cfg.generation)
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(requests))
-        cells = make_cells(requests, identity, frozen.dataset, frozen.split)
+        cells = make_cells(requests, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(

@@ -557,3 +557,14 @@ def test_pipeline_records_the_stand_ins_label_probabilities(overrides, workdir) 
         assert r["label_probs"] == pytest.approx(expected)
         assert r["backend_options"]["logprobs"] is True
     assert result.metrics["label_probs_missing"] == 0
+
+
+def test_num_ctx_is_part_of_the_completion_key_only_when_set(overrides, workdir) -> None:
+    with OllamaStub() as stub:
+        first = run(compose_config(overrides(stub)), output_dir=workdir / "first")
+        wider = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "wider")
+        again = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "again")
+        default = run(compose_config(overrides(stub)), output_dir=workdir / "default")
+    assert (first.n_fresh, wider.n_fresh, again.n_fresh, default.n_fresh) == (25, 25, 0, 0)
+    assert len(stub.chats) == 50  # a num_ctx that can cut a prompt is asked for, never served the default's
+    assert {c["options"].get("num_ctx") for c in stub.chats[25:]} == {8192}
