@@ -22,13 +22,12 @@ import yaml
 from prism import __version__
 from prism.config import PrismConfig, ReproduceConfig, TrackingConfig, prism_config_from_logged
 from prism.errors import PrismError
+from prism.records import CELL_COLUMNS, CellKey
 
 if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
     import pandas as pd
 
 log = logging.getLogger(__name__)
-
-Cell = tuple[str, str, int]
 
 # Label probabilities (generation.label_probs) of two runs agree when no label differs by more than this:
 # llama.cpp's logits are float32, and a reproduction on other hardware may round them differently.
@@ -69,11 +68,6 @@ class Outcome:
         return int((self.cells["status"] != "identical").sum())
 
 
-def cell_key(record: Mapping[str, Any]) -> Cell:
-    """The (question, condition, repetition) a record answers."""
-    return (str(record["question_id"]), str(record["condition"]), int(record.get("repetition", 0)))
-
-
 def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Compare two runs' raw responses cell by cell.
 
@@ -90,8 +84,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
     """
     import pandas as pd
 
-    first = {cell_key(r): r for r in original}
-    second = {cell_key(r): r for r in again}
+    first = {CellKey.of(r): r for r in original}
+    second = {CellKey.of(r): r for r in again}
     with_probs = any("label_probs" in r for r in (*original, *again))
     rows = []
     for key in sorted(set(first) | set(second)):
@@ -108,15 +102,15 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
                 same = same and gap <= PROB_TOLERANCE
             status = "identical" if same else "different"
         extra = {"label_probs_max_diff": gap} if with_probs else {}
-        rows.append({**extra,
-            "question_id": key[0], "condition": key[1], "repetition": key[2], "status": status,
+        rows.append({
+            **key._asdict(), "status": status, **extra,
             "original_response": None if a is None else a.get("response"),
             "reproduced_response": None if b is None else b.get("response"),
             "original_error": None if a is None else a.get("error"),
             "reproduced_error": None if b is None else b.get("error"),
         })
-    columns = ["question_id", "condition", "repetition", "status", "original_response", "reproduced_response",
-               "original_error", "reproduced_error"]
+    columns = [*CELL_COLUMNS, "status", "original_response", "reproduced_response", "original_error",
+               "reproduced_error"]
     return pd.DataFrame(rows, columns=[*columns, *(["label_probs_max_diff"] if with_probs else [])])
 
 

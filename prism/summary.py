@@ -6,6 +6,7 @@ scoring, one step later.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -20,13 +21,12 @@ from prism.likelihood import likelihood_fields
 from prism.metrics import condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
+from prism.records import RawRecord, ScoredRecord
 from prism.scoring import score_record
 from prism.types import Prompt
 
 
-def score_all(
-    records: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet
-) -> list[dict[str, Any]]:
+def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: ConditionSet) -> list[ScoredRecord]:
     """Parse and score every raw record, in (condition, question, repetition) order.
 
     Args:
@@ -35,7 +35,8 @@ def score_all(
         condition_set: The conditions the prompts were rendered with.
 
     Returns:
-        Scored records (docs/architecture.md), without the prompt text, which stays in ``responses.jsonl``.
+        Scored records (docs/architecture.md); their JSON leaves out the prompt text, which stays in
+        ``responses.jsonl``.
     """
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
@@ -43,26 +44,26 @@ def score_all(
     order = {name: i for i, name in enumerate(condition_set.names)}
     position = {q.question_id: i for i, q in enumerate(frozen.questions)}
     scored = []
-    for raw in sorted(records, key=lambda r: (order[r["condition"]], position[r["question_id"]], r["repetition"])):
-        key = (raw["question_id"], raw["condition"])
+    for raw in sorted(records, key=lambda r: (order[r.condition], position[r.question_id], r.repetition)):
+        key = (raw.question_id, raw.condition)
         if key not in prompts:
             prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
         prompt = prompts[key]
-        if raw.get("prompt_sha256", prompt.sha256) != prompt.sha256:
+        if raw.prompt_sha256 != prompt.sha256:
             # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
             raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
                              "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
-        if raw.get("error") is None and raw.get("response") is not None:
-            parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options)
+        if raw.error is None and raw.response is not None:
+            parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options)
         record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
-        record.update(likelihood_fields(record, prompt, questions[key[0]].answer))
-        record.pop("prompt", None)
-        scored.append(record)
+        likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
+                                       questions[key[0]].answer)
+        scored.append(dataclasses.replace(record, **likelihood) if likelihood else record)
     return scored
 
 
-def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet,
+def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
     """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
 
@@ -72,10 +73,11 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     """
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
+    records = [record.to_json() for record in scored]
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
-        for record in scored:
+        for record in records:
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    frame = pd.DataFrame(list(scored))
+    frame = pd.DataFrame(records)
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
@@ -87,8 +89,8 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     consistency = consistency_summary(frame, families, baseline, ids)
     consistency.to_csv(results / "consistency.csv", index=False)
     metrics.update(consistency_metrics(consistency))
-    if any("label_probs_source" in record for record in scored):  # a run with generation.label_probs=true
-        metrics.update(write_likelihood_results(results, frame, scored, frozen, condition_set, repetitions))
+    if any("label_probs_source" in record for record in records):  # a run with generation.label_probs=true
+        metrics.update(write_likelihood_results(results, frame, records, frozen, condition_set, repetitions))
     return metrics
 
 
