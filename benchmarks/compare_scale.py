@@ -79,6 +79,8 @@ def replay_records(model: int, questions: Sequence[Question], conditions: Sequen
     refuse = rng.uniform(0.0, 0.04)
     records: list[dict[str, object]] = []
     for q in questions:
+        if q.answer is None:  # a survey item: nothing to be right or wrong about
+            raise ValueError(f"question {q.question_id!r} has no answer key; this benchmark needs keyed questions")
         difficulty = random.Random(f"compare-scale-question-{q.question_id}").gauss(0.0, 1.2)
         wrong = [label for label in q.labels if label != q.answer]
         base = q.answer if rng.random() < _sigmoid(skill - difficulty) else rng.choice(wrong)

@@ -139,14 +139,15 @@ def check_label_sets(label_sets: Mapping[str, Sequence[str]], backend: str, sour
                 )
 
 
-def likelihood_fields(record: Mapping[str, Any], prompt: Prompt, correct_answer: str) -> dict[str, Any]:
+def likelihood_fields(record: Mapping[str, Any], prompt: Prompt, correct_answer: str | None) -> dict[str, Any]:
     """The scored-record fields of the likelihood reading, or ``{}`` when the record has no ``label_probs``.
 
     - ``option_probs``: canonical label -> probability (the displayed labels mapped back through the prompt,
       so reordered and relabelled conditions are comparable);
     - ``likelihood_answer``: the canonical option with the highest probability; a tie goes to the first
       in display order;
-    - ``likelihood_correct``: ``likelihood_answer == correct_answer``.
+    - ``likelihood_correct``: ``likelihood_answer == correct_answer``; absent for an item without an answer
+      key (as with the text reading, it gets no accuracy).
 
     Raises:
         ValueError: If ``label_probs`` names a label the prompt did not display.
@@ -163,8 +164,7 @@ def likelihood_fields(record: Mapping[str, Any], prompt: Prompt, correct_answer:
     for answer, p in ordered[1:]:
         if p > best:  # strictly greater: a tie keeps the earlier option in display order
             best_answer, best = answer, p
-    return {
-        "option_probs": dict(ordered),
-        "likelihood_answer": best_answer,
-        "likelihood_correct": best_answer == correct_answer,
-    }
+    fields: dict[str, Any] = {"option_probs": dict(ordered), "likelihood_answer": best_answer}
+    if correct_answer is not None:
+        fields["likelihood_correct"] = best_answer == correct_answer
+    return fields

@@ -43,7 +43,8 @@ def _rates(rows: pd.DataFrame) -> dict[str, float]:
     both = with_probs[with_probs["recovered"].astype(bool)]
     mass = pd.to_numeric(rows["label_mass"], errors="coerce").dropna()
     return {
-        "likelihood_accuracy": _mean(with_probs["likelihood_correct"].astype(float)),
+        # Items without an answer key have no likelihood_correct and get no accuracy.
+        "likelihood_accuracy": _mean(with_probs["likelihood_correct"].dropna().astype(float)),
         "reading_agreement": _mean((both["answer"] == both["likelihood_answer"]).astype(float)),
         "mean_label_mass": _mean(mass),
     }
