@@ -82,8 +82,10 @@ def replay_records(model: int, questions: Sequence[Question], conditions: Sequen
         if q.answer is None:  # a survey item: nothing to be right or wrong about
             raise ValueError(f"question {q.question_id!r} has no answer key; this benchmark needs keyed questions")
         difficulty = random.Random(f"compare-scale-question-{q.question_id}").gauss(0.0, 1.2)
-        wrong = [label for label in q.labels if label != q.answer]
-        base = q.answer if rng.random() < _sigmoid(skill - difficulty) else rng.choice(wrong)
+        answer = q.answer
+        assert answer is not None, "ARC-Challenge questions all have an answer key"
+        wrong = [label for label in q.labels if label != answer]
+        base = answer if rng.random() < _sigmoid(skill - difficulty) else rng.choice(wrong)
         for condition in conditions:
             label = rng.choice(q.labels) if rng.random() < flip[condition] else base
             records.append({"question_id": q.question_id, "condition": condition, "repetition": 0,

@@ -254,6 +254,17 @@ def check_option_counts(condition_set: ConditionSet, questions: Iterable[Questio
                 )
 
 
+def reordering_conditions(condition_set: ConditionSet) -> list[str]:
+    """Conditions that show the options out of their frozen order (the ``option_order`` family's steps).
+
+    On an ordered scale (``dataset.ordinal``) these break the scale's order, which the run says.
+    """
+    from prism.perturbations.order import Reverse, Rotate, Shuffle, SwapEnds
+
+    reorders = (Reverse, Rotate, Shuffle, SwapEnds)
+    return [c.name for c in condition_set.conditions if any(isinstance(step, reorders) for step in c.steps or ())]
+
+
 def format_options(labels: Sequence[str], options: Sequence[str]) -> str:
     """Render options as ``<label>. <text>`` lines, the one layout every PRISM condition uses."""
     return "\n".join(f"{label}. {text}" for label, text in zip(labels, options, strict=True))

@@ -150,6 +150,12 @@ class DatasetConfig:
     subjects: list[str] = field(default_factory=list)
     # The group column to draw dataset.n evenly across, or null.
     stratify: str | None = None
+    # The folder of data_dir holding <split>.jsonl when it is not named after the dataset; null: name.
+    folder: str | None = None
+    # The options are an ordered scale (kept in order; reports say when a condition reorders it).
+    ordinal: bool = False
+    # Item ids to leave out and count (dropped.excluded).
+    exclude: list[str] = field(default_factory=list)
 
 
 @dataclass

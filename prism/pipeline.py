@@ -20,7 +20,13 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request, create_backend, require_label_probs
-from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
+from prism.conditions import (
+    ConditionSet,
+    check_option_counts,
+    condition_set_from_config,
+    render_all,
+    reordering_conditions,
+)
 from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
 from prism.inference import Cell, collect, keyed_settings, make_cells, raw_record, stored_fields
@@ -281,6 +287,11 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     check_model_name(cfg.model.name or "")
     # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+    reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
+    if reordered:
+        log.warning("dataset %s is an ordered scale (dataset.ordinal=true): conditions %s show its options out of "
+                    "their order, so their answers also measure the effect of a broken scale", cfg.dataset.name,
+                    ", ".join(reordered))
     backend: Backend = create_backend(cfg.model)
     try:
         frozen = freeze_dataset(cfg.dataset)

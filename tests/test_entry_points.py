@@ -1,4 +1,4 @@
-"""The four commands: each console script is its ``python -m`` module, and ``--help`` imports nothing heavy."""
+"""The commands: each console script is its ``python -m`` module, and ``--help`` imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ COMMANDS = {
     "prism-compare": "prism.compare",
     "prism-reproduce": "prism.reproduce",
     "prism-upload": "prism.upload",
+    "prism-publish": "prism.publish",
 }
 HEAVY = ("mlflow", "llama_cpp", "datasets", "ollama", "openai", "pandas", "matplotlib", "scipy", "statsmodels")
 PROBE = (

@@ -114,3 +114,33 @@ def test_a_set_without_subjective_wording_is_refused_for_survey_items() -> None:
            "conditions": [{"name": "P0", "template": "{question}\n{options}\n{closing}"}]}
     with pytest.raises(ConditionError, match="has no subjective wording"):
         condition_set_from_config(cfg, subjective=True)
+
+
+def test_compare_gives_a_run_without_a_key_no_accuracy_but_its_flip_rate() -> None:
+    import pandas as pd
+
+    from prism.compare.tables import ModelCells, accuracy_table, sensitivity_table
+    from prism.compare.terminal import format_sensitivity, keyless_models
+
+    frame = pd.DataFrame([("0", "P0", 0, "C"), ("0", "P1", 0, "D"), ("1", "P0", 0, "A"), ("1", "P1", 0, "A")],
+                         columns=["question_id", "condition", "repetition", "answer"])
+    frame["correct_answer"] = None
+    frame["category"] = frame["answer"]
+    frame["correct"] = False  # as compare reads a null correct
+    frame["recovered"] = True
+    model = ModelCells("m", "run-m", ("P0", "P1"), frame)
+    accuracy = accuracy_table([model], n_boot=50, seed=0)
+    assert accuracy["accuracy"].isna().all() and list(accuracy["n"]) == [2, 2]
+    sensitivity = sensitivity_table([model], "P0", n_boot=50, seed=0).set_index("condition")
+    assert sensitivity.loc["P1", "flip_rate"] == pytest.approx(1 / 2)
+    assert pd.isna(sensitivity.loc["P1", "delta_accuracy"]) and pd.isna(sensitivity.loc["P1", "mcnemar_p"])
+    assert keyless_models(accuracy) == {"m"}
+    assert NO_KEY in format_sensitivity(sensitivity.reset_index(), {"m"})
+
+
+def test_the_conditions_that_reorder_an_ordered_scale_are_named() -> None:
+    from prism.conditions import condition_set_from_config, reordering_conditions
+
+    robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
+    assert reordering_conditions(robustness) == ["reverse", "rotate", "swap_ends", "shuffle"]
+    assert reordering_conditions(condition_set_from_config(compose_config([]).conditions)) == []

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, compose_config, fresh_mlflow
 
-COMMANDS = ("prism", "prism-compare", "prism-reproduce", "prism-upload")
+COMMANDS = ("prism", "prism-compare", "prism-reproduce", "prism-upload", "prism-publish")
 
 
 @pytest.fixture(scope="module")

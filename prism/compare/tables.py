@@ -65,16 +65,25 @@ class ModelCells:
     families: Mapping[str, str] = field(default_factory=dict)
 
 
+def has_key(model: ModelCells) -> bool:
+    """Whether the run's items have an answer key (survey items have a null ``correct_answer`` throughout)."""
+    return not (len(model.cells) and model.cells["correct_answer"].isna().all())
+
+
 def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
     """Accuracy per model and condition over observed cells, with a bootstrap interval over questions.
 
     Returns:
         Columns :data:`ACCURACY_COLUMNS`; ``n`` is the number of observed cells (UNKNOWN counts as wrong).
+        A run on items without an answer key gets NaN accuracy and interval: nothing there is correct.
     """
     rows = []
     for model in models:
         for condition in model.conditions:
             cells = model.cells[model.cells["condition"] == condition]
+            if not has_key(model):
+                rows.append((model.label, condition, len(cells), math.nan, math.nan, math.nan))
+                continue
             est = stats.pooled_rate(cells["correct"], cells["question_id"], n_boot=n_boot, seed=seed)
             rows.append((model.label, condition, len(cells), est.value, est.ci_low, est.ci_high))
     return pd.DataFrame(rows, columns=list(ACCURACY_COLUMNS))
@@ -125,6 +134,9 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
                          "mcnemar_p": p, "flip_rate": flip.value, "flip_ci_low": flip.ci_low,
                          "flip_ci_high": flip.ci_high})
         table = pd.DataFrame(rows)
+        if not has_key(model):
+            # Without a key there is no accuracy to differ; the flip rate (answers alone) still holds.
+            table[["accuracy", "delta_accuracy", "delta_ci_low", "delta_ci_high", "mcnemar_p"]] = math.nan
         table["mcnemar_p_holm"] = stats.holm(table["mcnemar_p"].to_numpy(np.float64))
         table["_is_base"] = table["condition"] == baseline
         table["_effect"] = table["delta_accuracy"].abs().fillna(-1.0)

@@ -5,7 +5,7 @@ Each value is printed with its interval beside it so a row reads on its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pandas as pd
@@ -13,6 +13,7 @@ import pandas as pd
 from prism import formatting
 from prism.compare.core import ComparisonResult
 from prism.compare.select import RunSummary
+from prism.metrics import NO_KEY
 from prism.stats import SIGNIFICANCE
 
 # How many rows of the differences table the terminal shows (the CSV has them all).
@@ -59,14 +60,16 @@ def format_runs(runs: Sequence[RunSummary]) -> str:
     return "\n".join(lines)
 
 
-def format_sensitivity(table: pd.DataFrame) -> str:
-    """The sensitivity table with intervals inline."""
+def format_sensitivity(table: pd.DataFrame, keyless: Collection[str] = ()) -> str:
+    """The sensitivity table with intervals inline; models in ``keyless`` (no answer key) show no accuracy."""
     shown = pd.DataFrame({
         "model": table["model"], "condition": table["condition"],
-        "accuracy": table["accuracy"].map(_num),
-        "delta_accuracy [95% CI]": [_with_ci(*r, signed=True) for r in
-                                    zip(table["delta_accuracy"], table["delta_ci_low"], table["delta_ci_high"],
-                                        strict=True)],
+        "accuracy": [NO_KEY if model in keyless else _num(value)
+                     for model, value in zip(table["model"], table["accuracy"], strict=True)],
+        "delta_accuracy [95% CI]": [NO_KEY if model in keyless else _with_ci(value, low, high, signed=True)
+                                    for model, value, low, high in
+                                    zip(table["model"], table["delta_accuracy"], table["delta_ci_low"],
+                                        table["delta_ci_high"], strict=True)],
         "mcnemar_p": table["mcnemar_p"].map(_p), "p_holm": table["mcnemar_p_holm"].map(_p),
         "flip_rate [95% CI]": [_with_ci(*r) for r in
                                zip(table["flip_rate"], table["flip_ci_low"], table["flip_ci_high"], strict=True)],
@@ -156,6 +159,11 @@ def format_gee(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def keyless_models(accuracy: pd.DataFrame) -> set[str]:
+    """Models whose runs have no answer key: cells observed, yet no accuracy (``tables.accuracy_table``)."""
+    return set(accuracy.loc[(accuracy["n"] > 0) & accuracy["accuracy"].isna(), "model"])
+
+
 def format_comparison(result: ComparisonResult) -> str:
     """Everything the terminal shows after a comparison."""
     tables = result.tables
@@ -165,7 +173,7 @@ def format_comparison(result: ComparisonResult) -> str:
                   *[f"  - {m}" for m in result.mismatches]]
     parts += ["", f"Condition sensitivity against {result.baseline}: 95% paired bootstrap intervals over questions "
                   f"(B={result.n_boot}),\nexact McNemar p with Holm within each model, conditions ranked by effect:",
-              format_sensitivity(tables["sensitivity"])]
+              format_sensitivity(tables["sensitivity"], keyless_models(tables["accuracy"]))]
     if "divergence" in tables:
         parts += ["", "Cross-model divergence: UNKNOWN is an answer of its own, 'all' pools the shared conditions,\n"
                       "excess = disagreement - mean of the models' own across-condition disagreement:",

@@ -28,6 +28,7 @@ DROP_TEXT = {
     "repeated_options": "with repeated options",
     "duplicate": "that repeat an earlier question exactly (same question and options)",
     "reordered_duplicate": "that repeat an earlier question with its options in another order (same answer)",
+    "excluded": "listed in dataset.exclude",
 }
 
 
@@ -83,6 +84,8 @@ def load_questions(
 
 def _eligible(spec: DatasetSpec, rows: Rows, seed: int) -> LoadedQuestions:
     dropped = dict.fromkeys(DROP_REASONS, 0)
+    if spec.exclude:
+        dropped["excluded"] = 0  # only when asked for, so other datasets' counts (and sidecars) are unchanged
     first_seen: dict[str, tuple[int, Question]] = {}
     questions: list[Question] = []
     groups: set[str] = set()
@@ -125,6 +128,8 @@ def _correct(question: Question) -> str | None:
 
 def _left_out(spec: DatasetSpec, item: Item) -> str | None:
     """The reason a well-formed item is dropped, or None when it stays."""
+    if item.own_id is not None and item.own_id in spec.exclude:
+        return "excluded"
     if too_many(item):
         return "too_many_options"
     if spec.options is not None and len(item.options) not in spec.options:

@@ -70,9 +70,10 @@ def read_rows(spec: DatasetSpec) -> Rows:
         return read_file(path, spec.file_format(), str(path.resolve()))
     directory = resolve_data_dir(spec.data_dir)
     if directory is not None:
-        path = directory / spec.name / f"{spec.split}.jsonl"
+        folder = spec.folder or spec.name
+        path = directory / folder / f"{spec.split}.jsonl"
         # The layout, not the directory, names the source: the same data on another machine is the same set.
-        return read_file(path, "json", f"data_dir:{spec.name}/{spec.split}.jsonl")
+        return read_file(path, "json", f"data_dir:{folder}/{spec.split}.jsonl")
     return read_hub(spec)
 
 

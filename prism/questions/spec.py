@@ -81,6 +81,11 @@ class DatasetSpec:
         hub: Hugging Face Hub dataset id, read when neither ``path`` nor a data directory is given.
         hub_config: The Hub dataset's configuration name, if it has several.
         data_dir: Directory holding ``<name>/<split>.jsonl`` (else ``PRISM_DATA_DIR``, else the Hub).
+        folder: The folder of ``data_dir`` holding ``<split>.jsonl`` when it is not named ``name``.
+        ordinal: The options are an ordered scale (Strongly disagree .. Strongly agree): kept in their order
+            (a rule that shuffles options is refused), and reports say when a condition reorders them.
+        exclude: Ids of items to leave out and count (``dropped.excluded``), e.g. items whose option order
+            disagrees with the scale their question states.
     """
 
     name: str
@@ -97,6 +102,9 @@ class DatasetSpec:
     hub: str | None = None
     hub_config: str | None = None
     data_dir: str | None = None
+    folder: str | None = None
+    ordinal: bool = False
+    exclude: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, cfg: Any) -> DatasetSpec:
@@ -137,6 +145,9 @@ class DatasetSpec:
             hub=_optional(raw.get("hub")),
             hub_config=_optional(raw.get("hub_config")),
             data_dir=_optional(raw.get("data_dir")),
+            folder=_optional(raw.get("folder")),
+            ordinal=bool(raw.get("ordinal") or False),
+            exclude=tuple(str(i) for i in raw.get("exclude") or ()),
         )
         spec.check()
         return spec
@@ -174,6 +185,12 @@ class DatasetSpec:
         if self.answer_format != "none" and self.fields.answer is None:
             raise DataError(f"dataset.answer_format={self.answer_format} needs dataset.fields.answer, the column "
                             "holding the answer (or set dataset.answer_format=none for items without a key).")
+        if self.ordinal and "seeded_option_order" in self.rules:
+            raise DataError("dataset.ordinal=true keeps an ordered scale in its order, but the seeded_option_order "
+                            "rule shuffles the options: drop one of the two.")
+        if self.exclude and self.fields.id is None:
+            raise DataError("dataset.exclude lists item ids, but this dataset has no dataset.fields.id; map the id "
+                            "column or drop dataset.exclude.")
         for count in self.options or ():
             if not MIN_OPTIONS <= count <= MAX_OPTIONS:
                 raise DataError(f"dataset.options={list(self.options or ())} cannot be used: every count must be "
@@ -205,7 +222,7 @@ class DatasetSpec:
         It is part of the frozen file's name, so two datasets (two custom files, or one file mapped two
         ways) with the same ``n`` and seed never share a cache file.
         """
-        record = {
+        record: dict[str, Any] = {
             "source": source,
             "split": self.split,
             "fields": dataclasses.asdict(self.fields),
@@ -216,6 +233,11 @@ class DatasetSpec:
             "subjects": list(self.subjects),
             "stratify": self.stratify,
         }
+        # Added only when set, so the frozen files of every dataset without them keep their names.
+        if self.folder is not None:
+            record["folder"] = self.folder
+        if self.exclude:
+            record["exclude"] = list(self.exclude)
         return sha256_text(canonical_json(record))
 
 
