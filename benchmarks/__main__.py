@@ -29,6 +29,7 @@ BENCHMARKS = {
     "startup": "benchmarks.startup",
     "compare": "benchmarks.compare_scale",
     "concurrency": "benchmarks.concurrency",
+    "label_probs": "benchmarks.label_probs",
     "publish": "benchmarks.publish_site",
 }
 

@@ -46,12 +46,16 @@ class Section:
 
 @dataclass(frozen=True)
 class Timed:
-    """A finished child process: wall seconds, peak resident memory and what it printed."""
+    """A finished child process: wall seconds, peak resident memory, what it printed, and its CPU seconds.
+
+    CPU seconds (user + system) barely move when other jobs load the machine, where wall seconds do.
+    """
 
     seconds: float
     max_rss_mib: float
     stdout: str
     stderr: str
+    cpu_seconds: float = 0.0
 
 
 _launcher: subprocess.Popen[str] | None = None
@@ -90,7 +94,8 @@ def run_timed(args: Sequence[str], env: Mapping[str, str] | None = None, cwd: Pa
     if reply["code"] != 0:
         raise SystemExit(f"benchmark command failed ({reply['code']}): {' '.join(args)}\n{stdout[-2000:]}\n"
                          f"{stderr[-4000:]}")
-    return Timed(reply["seconds"], reply["max_rss_kib"] / 1024, stdout, stderr)  # kibibytes on Linux
+    return Timed(reply["seconds"], reply["max_rss_kib"] / 1024, stdout, stderr,  # kibibytes on Linux
+                 float(reply.get("cpu_seconds", 0.0)))
 
 
 def machine() -> dict[str, str]:

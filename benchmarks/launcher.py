@@ -6,7 +6,7 @@ little it uses. The harness process grows (it imports PRISM, pandas, Hydra), so 
 itself: it starts this script once, a fresh interpreter of about 10 MiB, and asks it to.
 
 Protocol, one JSON object per line: in ``{"args", "env", "cwd", "stdout", "stderr"}`` (the last two are file
-paths); out ``{"seconds", "max_rss_kib", "code"}``.
+paths); out ``{"seconds", "max_rss_kib", "cpu_seconds", "code"}`` (``cpu_seconds``: the child's user + system time).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def main() -> None:
             _, status, usage = os.wait4(proc.pid, 0)
             seconds = time.perf_counter() - start
             proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; Popen must not wait again
-        reply = {"seconds": seconds, "max_rss_kib": usage.ru_maxrss, "code": proc.returncode}
+        reply = {"seconds": seconds, "max_rss_kib": usage.ru_maxrss, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                 "code": proc.returncode}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 

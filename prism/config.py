@@ -261,6 +261,9 @@ class GenerationConfig:
     top_p: float | None = None
     top_k: int | None = None
     repetitions: int = 1
+    # Also record the first reply token's probabilities over the option labels (prism.likelihood); joins
+    # the canonical parameters (store keys, records) only when true.
+    label_probs: bool = False
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 
 from prism.backends.base import Backend, Request
 from prism.config import MODEL_SCHEMAS, ModelConfig
+from prism.likelihood import LABEL_FIELDS
 from prism.records import RawRecord
 from prism.store import CompletionStore, ResponseLog, store_key
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
@@ -25,6 +26,17 @@ log = logging.getLogger(__name__)
 
 # What the store keeps of a completion: everything that came from the model, nothing about the run.
 COMPLETION_FIELDS = ("response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp")
+
+
+def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a completion: :data:`COMPLETION_FIELDS`, plus the label fields it has.
+
+    The label fields (``generation.label_probs``) are optional: a completion without them is stored and
+    recorded exactly as before they existed, with no nulls in their place.
+    """
+    fields = {k: completion.get(k) for k in COMPLETION_FIELDS}
+    fields.update({k: completion[k] for k in LABEL_FIELDS if k in completion})
+    return fields
 
 
 @dataclass(frozen=True)
@@ -108,12 +120,13 @@ def raw_record(
         protocol_version=PROTOCOL_VERSION,
         cached=cached,
         error=error,
+        **{k: completion[k] for k in LABEL_FIELDS if k in completion and error is None},
     )
 
 
 def completion_fields(completion: Completion) -> dict[str, Any]:
     """The storable fields of a fresh completion, stamped with its arrival time."""
-    return {
+    fields = {
         "response": completion.text,
         "latency_s": round(completion.latency_s, 6),
         "prompt_tokens": completion.prompt_tokens,
@@ -121,6 +134,9 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
         "backend_options": dict(completion.backend_options),
         "timestamp": utc_now(),
     }
+    if completion.label_reading is not None and completion.error is None:
+        fields.update(completion.label_reading.record_fields())
+    return fields
 
 
 def dispatch(
@@ -196,7 +212,7 @@ def collect(
             store.put(
                 cell.key, backend=identity.backend, digest=identity.digest, prompt_sha256=cell.request.prompt.sha256,
                 generation=cell.request.params.canonical(), repetition=cell.request.repetition,
-                record={k: fields[k] for k in COMPLETION_FIELDS}, run_id=run_id, created_at=fields["timestamp"],
+                record=stored_fields(fields), run_id=run_id, created_at=fields["timestamp"],
             )
         response_log.append(record.to_json())
         records.append(record)

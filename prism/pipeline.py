@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from prism import __version__
-from prism.backends.base import Backend, Request, create_backend
+from prism.backends.base import Backend, Request, create_backend, require_label_probs
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -29,7 +29,7 @@ from prism.conditions import (
 )
 from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
-from prism.inference import COMPLETION_FIELDS, Cell, collect, keyed_settings, make_cells, raw_record
+from prism.inference import Cell, collect, keyed_settings, make_cells, raw_record, stored_fields
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
@@ -110,9 +110,18 @@ def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
             seed=repetition_seed(generation.seed, repetition),
             top_p=generation.top_p,
             top_k=generation.top_k,
+            label_probs=generation.label_probs,
         )
         requests += [Request(prompt=p, params=params, repetition=repetition) for p in prompts]
     return requests
+
+
+def label_sets(requests: list[Request]) -> dict[str, tuple[str, ...]]:
+    """Condition name -> every label its prompts display (in first-seen order), for the label_probs check."""
+    found: dict[str, dict[str, None]] = {}
+    for request in requests:
+        found.setdefault(request.prompt.condition, {}).update(dict.fromkeys(request.prompt.displayed_labels))
+    return {condition: tuple(labels) for condition, labels in found.items()}
 
 
 def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
@@ -172,7 +181,7 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
         if stored is None:
             missing.append(cell)
             continue
-        record = raw_record(cell, identity, {k: stored.get(k) for k in COMPLETION_FIELDS}, cached=True, error=None)
+        record = raw_record(cell, identity, stored_fields(stored), cached=True, error=None)
         response_log.append(record.to_json())
         reused.append(record)
     return reused, missing
@@ -290,6 +299,8 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg.generation)
+        if cfg.generation.label_probs:
+            require_label_probs(backend, cfg.model.backend, label_sets(requests))
         cells = make_cells(requests, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(

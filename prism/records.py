@@ -92,6 +92,14 @@ class RawRecord:
     """Whether the completion came from the store rather than the model in this run."""
     error: str | None
     """Why the request failed, or None for an observed response."""
+    label_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.label_probs: displayed label -> first-token probability, renormalized over the labels."""
+    label_mass: float | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.label_probs: the labels' unnormalized total probability at the first position."""
+    top_logprobs: list[dict[str, Any]] | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.label_probs: the first position's top tokens, ``[{"token", "logprob"}]``."""
+    label_probs_source: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.likelihood``)."""
 
     @property
     def cell(self) -> CellKey:
@@ -145,6 +153,12 @@ class ScoredRecord:
     """Version of the parser that read the response."""
     scorer_version: str
     """Version of the scorer (``prism.scoring.SCORER_VERSION``)."""
+    option_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
+    """With label probabilities: canonical option -> probability (``prism.likelihood.likelihood_fields``)."""
+    likelihood_answer: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """With label probabilities: the likeliest canonical option (a tie: the first displayed)."""
+    likelihood_correct: bool | None = field(default=None, metadata={_OPTIONAL: True})
+    """With label probabilities: ``likelihood_answer == correct_answer``."""
 
     @property
     def cell(self) -> CellKey:

@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reprodu
 
 log = logging.getLogger(__name__)
 
+# Label probabilities (generation.label_probs) of two runs agree when no label differs by more than this:
+# llama.cpp's logits are float32, and a reproduction on other hardware may round them differently.
+PROB_TOLERANCE = 1e-6
+
+
 class ReproduceError(PrismError, RuntimeError):
     """The run to reproduce cannot be found or lacks what a reproduction needs."""
 
@@ -67,7 +72,10 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
     """Compare two runs' raw responses cell by cell.
 
     A failed request (``error`` set) counts as its own outcome: a cell that failed in one run and was
-    answered in the other differs.
+    answered in the other differs. When either run recorded label probabilities, a cell is identical only
+    if its ``label_probs`` and ``label_mass`` also agree to :data:`PROB_TOLERANCE`, and the table gains
+    ``label_probs_max_diff`` (the largest difference of a label's probability or the mass; inf when only
+    one side has them).
 
     Returns:
         One row per cell of either run, in a stable order, with ``status`` one of ``identical``,
@@ -78,25 +86,51 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
 
     first = {CellKey.of(r): r for r in original}
     second = {CellKey.of(r): r for r in again}
+    with_probs = any("label_probs" in r for r in (*original, *again))
     rows = []
     for key in sorted(set(first) | set(second)):
         a, b = first.get(key), second.get(key)
+        gap = math.nan
         if a is None:
             status = "extra"
         elif b is None:
             status = "missing"
         else:
             same = (a.get("response"), a.get("error") is None) == (b.get("response"), b.get("error") is None)
+            if with_probs:
+                gap = probability_gap(a, b)
+                same = same and gap <= PROB_TOLERANCE
             status = "identical" if same else "different"
+        extra = {"label_probs_max_diff": gap} if with_probs else {}
         rows.append({
-            **key._asdict(), "status": status,
+            **key._asdict(), "status": status, **extra,
             "original_response": None if a is None else a.get("response"),
             "reproduced_response": None if b is None else b.get("response"),
             "original_error": None if a is None else a.get("error"),
             "reproduced_error": None if b is None else b.get("error"),
         })
-    return pd.DataFrame(rows, columns=[*CELL_COLUMNS, "status", "original_response", "reproduced_response",
-                                       "original_error", "reproduced_error"])
+    columns = [*CELL_COLUMNS, "status", "original_response", "reproduced_response", "original_error",
+               "reproduced_error"]
+    return pd.DataFrame(rows, columns=[*columns, *(["label_probs_max_diff"] if with_probs else [])])
+
+
+def probability_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The largest difference between two records' label probabilities and label masses.
+
+    0 when neither has any; inf when only one has them (one run read probabilities the other did not).
+    """
+    pa, pb = a.get("label_probs"), b.get("label_probs")
+    if pa is None and pb is None:
+        return 0.0
+    if not isinstance(pa, Mapping) or not isinstance(pb, Mapping) or set(pa) != set(pb):
+        return math.inf
+    gaps = [abs(float(pa[k]) - float(pb[k])) for k in pa]
+    ma, mb = a.get("label_mass"), b.get("label_mass")
+    if (ma is None) != (mb is None):
+        return math.inf
+    if ma is not None and mb is not None:
+        gaps.append(abs(float(ma) - float(mb)))
+    return max(gaps, default=0.0)
 
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
@@ -237,7 +271,8 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
     counts = outcome.cells["status"].value_counts().to_dict()
     total = len(outcome.cells)
     if outcome.identical:
-        lines += ["", f"IDENTICAL: all {total} responses are the same text."]
+        probs = " and label probabilities (to 1e-6)" if "label_probs_max_diff" in outcome.cells else ""
+        lines += ["", f"IDENTICAL: all {total} responses are the same text{probs}."]
     else:
         lines += ["", f"DIFFERENT: {outcome.n_different} of {total} cells differ "
                       f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})."]

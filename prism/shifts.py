@@ -42,8 +42,9 @@ from numpy.typing import NDArray
 from prism.stats import LEVEL, SIGNIFICANCE, percentile_interval
 
 # Difference measures, by the names configs use. ``answer`` compares canonical answers (UNKNOWN an outcome
-# of its own) and is the default; the other two compare raw response texts.
-MEASURES: tuple[str, ...] = ("answer", "token_jaccard", "edit_distance")
+# of its own) and is the default; the next two compare raw response texts; ``prob_tv`` compares the
+# first-token distributions over canonical options (runs with generation.label_probs=true).
+MEASURES: tuple[str, ...] = ("answer", "token_jaccard", "edit_distance", "prob_tv")
 DEFAULT_MEASURE = "answer"
 
 # Permuted statistics within this of the observed one count as ties (as large as it): sums taken in another
@@ -64,10 +65,11 @@ def difference_matrix(values: Sequence[str | None], measure: str) -> NDArray[np.
     Args:
         values: For ``answer``, answer categories (:func:`prism.stats.answer_categories`: a canonical
             label or UNKNOWN); for ``token_jaccard`` and ``edit_distance``, raw response texts (None is
-            read as the empty text).
+            read as the empty text); for ``prob_tv``, canonical JSON objects of option -> probability.
         measure: ``answer`` (1 when the categories differ), ``token_jaccard`` (1 - |A n B| / |A u B| of
-            the two responses' word-token sets; 0 for two responses without tokens) or ``edit_distance``
-            (Levenshtein distance over the longer text's length, by ``rapidfuzz``; 0 for two empty texts).
+            the two responses' word-token sets; 0 for two responses without tokens), ``edit_distance``
+            (Levenshtein distance over the longer text's length, by ``rapidfuzz``; 0 for two empty texts)
+            or ``prob_tv`` (total-variation distance between the two option distributions).
 
     Returns:
         A symmetric m x m matrix with a zero diagonal.
@@ -88,6 +90,13 @@ def difference_matrix(values: Sequence[str | None], measure: str) -> NDArray[np.
         distances: NDArray[np.float64] = np.asarray(
             cdist(texts, texts, scorer=Levenshtein.normalized_distance, dtype=np.float64), dtype=np.float64)
         matrix = distances.reshape(len(texts), len(texts))
+    elif measure == "prob_tv":
+        import json
+
+        dists = [json.loads(v) if v else {} for v in values]
+        options = sorted({k for d in dists for k in d})
+        probs = np.asarray([[float(d.get(k, 0.0)) for k in options] for d in dists], dtype=np.float64)
+        matrix = 0.5 * np.abs(probs[:, None, :] - probs[None, :, :]).sum(axis=2)
     else:
         raise ValueError(f"unknown difference measure {measure!r}; known: {', '.join(MEASURES)}")
     np.fill_diagonal(matrix, 0.0)  # a response never differs from itself (and is never paired with itself)

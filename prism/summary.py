@@ -6,15 +6,18 @@ scoring, one step later.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.formatting import percent
+from prism.likelihood import likelihood_fields
 from prism.metrics import NO_KEY, condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -53,7 +56,10 @@ def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: Co
         parsed = None
         if raw.error is None and raw.response is not None:
             parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options)
-        scored.append(score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION))
+        record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
+        likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
+                                       questions[key[0]].answer)
+        scored.append(dataclasses.replace(record, **likelihood) if likelihood else record)
     return scored
 
 
@@ -83,7 +89,47 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
     consistency = consistency_summary(frame, families, baseline, ids)
     consistency.to_csv(results / "consistency.csv", index=False)
     metrics.update(consistency_metrics(consistency))
+    if any("label_probs_source" in record for record in records):  # a run with generation.label_probs=true
+        metrics.update(write_likelihood_results(results, frame, records, frozen, condition_set, repetitions))
     return metrics
+
+
+def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequence[Mapping[str, Any]],
+                             frozen: FrozenSet, condition_set: ConditionSet, repetitions: int) -> dict[str, float]:
+    """Write ``likelihood.csv`` (both readings per condition) and ``position_bias.csv``; return the metrics."""
+    from prism.likelihood_metrics import bias_table, likelihood_condition_table, likelihood_metrics
+
+    ids = [q.question_id for q in frozen.questions]
+    names, baseline = condition_set.names, condition_set.baseline
+    likelihood_condition_table(frame, names, baseline).to_csv(results / "likelihood.csv", index=False)
+    bias_table(bias_cells(scored, frozen, condition_set)).to_csv(results / "position_bias.csv", index=False)
+    return likelihood_metrics(frame, names, ids, repetitions, baseline)
+
+
+def bias_cells(scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet) -> pd.DataFrame:
+    """One row per (record with probabilities, displayed position), for :func:`prism.likelihood_metrics.bias_table`."""
+    questions = {q.question_id: q for q in frozen.questions}
+    conditions = {c.name: c for c in condition_set.conditions}
+    prompts: dict[tuple[str, str], Prompt] = {}
+    rows = []
+    for record in scored:
+        if record.get("error") is not None or record.get("likelihood_answer") is None:
+            continue
+        key = (record["question_id"], record["condition"])
+        if key not in prompts:
+            prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
+        prompt = prompts[key]
+        baseline = prompts.setdefault((key[0], condition_set.baseline),
+                                      render(questions[key[0]], conditions[condition_set.baseline], condition_set))
+        for position, (label, option) in enumerate(zip(prompt.displayed_labels, prompt.canonical_labels,
+                                                       strict=True), start=1):
+            rows.append({"condition": key[1], "question_id": key[0], "repetition": record["repetition"],
+                         "position": position, "label": label, "option": option,
+                         "prob": float(record["label_probs"].get(label, 0.0)),
+                         "likelihood": record["likelihood_answer"] == option, "parsed": record.get("answer") == option,
+                         "correct": record["correct_answer"] == option,
+                         "baseline_labels": prompt.displayed_labels == baseline.displayed_labels})
+    return pd.DataFrame(rows)
 
 
 def _pct(value: float | None) -> str:
@@ -119,6 +165,17 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
         f"prompt-invariant incorrect:        {_pct(metrics.get('prompt_invariant_incorrect_rate'))}",
     ]
+    if "likelihood_accuracy" in metrics:  # generation.label_probs=true: the second reading, per condition
+        lines += ["", "label probabilities (the first token's likeliest option beside the parsed answer):",
+                  f"{'condition':<{width}} {'parsed':>9} {'likelihood':>11} {'agree':>7} {'mass':>7}"]
+        for name in [*conditions, "all"]:
+            suffix = "" if name == "all" else f"/{name}"
+            lines.append(f"{name:<{width}} {_pct(metrics[f'accuracy{suffix}']):>9} "
+                         f"{_pct(metrics[f'likelihood_accuracy{suffix}']):>11} "
+                         f"{_pct(metrics[f'reading_agreement{suffix}']):>7} "
+                         f"{_pct(metrics[f'mean_label_mass{suffix}']):>7}")
+        lines.append(f"mean TV distance to the baseline's option distribution:{_pct(metrics['mean_prob_tv'])}; "
+                     f"cells without label probabilities: {int(metrics['label_probs_missing'])}")
     consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
     if consistency:
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]

@@ -140,6 +140,7 @@ class GenerationParams:
         seed: Sampling seed sent to the backend, or None.
         top_p: Nucleus sampling threshold, or None when unset.
         top_k: Top-k sampling cut-off, or None when unset.
+        label_probs: Also read the first reply token's distribution over the option labels.
     """
 
     temperature: float
@@ -147,16 +148,24 @@ class GenerationParams:
     seed: int | None = None
     top_p: float | None = None
     top_k: int | None = None
+    label_probs: bool = False
 
     def canonical(self) -> dict[str, Any]:
-        """Return the canonical dict, with the same keys and types on every machine."""
-        return {
+        """Return the canonical dict, with the same keys and types on every machine.
+
+        ``label_probs`` joins only when true: a run without it keeps the store keys and records it had
+        before the option existed, while a run with it never reuses a completion that lacks probabilities.
+        """
+        canonical: dict[str, Any] = {
             "temperature": float(self.temperature),
             "max_tokens": int(self.max_tokens),
             "seed": None if self.seed is None else int(self.seed),
             "top_p": None if self.top_p is None else float(self.top_p),
             "top_k": None if self.top_k is None else int(self.top_k),
         }
+        if self.label_probs:
+            canonical["label_probs"] = True
+        return canonical
 
 
 @dataclass(frozen=True)
@@ -177,6 +186,39 @@ class ModelIdentity:
 
 
 @dataclass(frozen=True)
+class LabelReading:
+    """The first reply token's distribution, read as the option labels it could start with.
+
+    Attributes:
+        label_probs: Displayed label -> probability, renormalized over the prompt's displayed labels; None
+            when no label token was seen (only possible with a top-k list).
+        label_mass: The unnormalized total probability of the label tokens: how much the model wanted to
+            start its reply with a label at all (None when unknown: a replay line without it).
+        top_logprobs: The first position's most likely tokens as (token text, log-probability), most
+            likely first, as the backend returned them (or, for ``full``, the top of the whole distribution).
+        source: ``full`` when read from the whole distribution, ``top_k`` when only a top-k list was
+            available (labels outside the list count as 0), ``replay`` when a replay file gave the numbers.
+    """
+
+    label_probs: dict[str, float] | None
+    label_mass: float | None
+    top_logprobs: tuple[tuple[str, float], ...]
+    source: str
+
+    def record_fields(self) -> dict[str, Any]:
+        """The raw-record fields of this reading (``label_probs`` and ``label_mass`` absent, not null, when unknown)."""
+        fields: dict[str, Any] = {
+            "top_logprobs": [{"token": token, "logprob": logprob} for token, logprob in self.top_logprobs],
+            "label_probs_source": self.source,
+        }
+        if self.label_mass is not None:
+            fields["label_mass"] = self.label_mass
+        if self.label_probs is not None:
+            fields["label_probs"] = dict(self.label_probs)
+        return fields
+
+
+@dataclass(frozen=True)
 class Completion:
     """What a backend returned for one request.
 
@@ -190,6 +232,7 @@ class Completion:
         completion_tokens: Completion tokens as counted by the backend, when known.
         error: Why the request failed, or None.
         backend_options: What the backend actually sent, in its own names.
+        label_reading: The first token's distribution over the labels, when ``label_probs`` was asked for.
     """
 
     text: str | None
@@ -198,6 +241,7 @@ class Completion:
     completion_tokens: int | None = None
     error: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
+    label_reading: LabelReading | None = None
 
 
 @dataclass(frozen=True)

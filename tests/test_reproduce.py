@@ -98,3 +98,22 @@ def test_unknown_run_id_is_a_clear_error(workdir: Path) -> None:
     assert done.returncode == 2
     assert "cannot read run '0123456789abcdef0123456789abcdef'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_diff_cells_compares_label_probabilities_to_one_in_a_million() -> None:
+    def record(question: str, probs: dict | None, mass: float | None = 0.5) -> dict:
+        r = {"question_id": question, "condition": "P0", "repetition": 0, "response": "A", "error": None}
+        if probs is not None:
+            r.update(label_probs=probs, label_mass=mass)
+        return r
+
+    original = [record("q1", {"A": 0.6, "B": 0.4}), record("q2", {"A": 0.6, "B": 0.4}),
+                record("q3", {"A": 0.6, "B": 0.4}), record("q4", {"A": 0.6, "B": 0.4})]
+    again = [record("q1", {"A": 0.6 + 4e-7, "B": 0.4 - 4e-7}), record("q2", {"A": 0.6 + 1e-5, "B": 0.4 - 1e-5}),
+             record("q3", None), record("q4", {"A": 0.6, "B": 0.4}, mass=0.5 + 1e-3)]
+    cells = diff_cells(original, again).set_index("question_id")
+    assert cells["status"].to_dict() == {"q1": "identical", "q2": "different", "q3": "different", "q4": "different"}
+    assert cells.loc["q2", "label_probs_max_diff"] == pytest.approx(1e-5)
+    assert cells.loc["q3", "label_probs_max_diff"] == float("inf")
+    # Runs without probabilities keep the table they had.
+    assert "label_probs_max_diff" not in diff_cells([record("q1", None)], [record("q1", None)]).columns

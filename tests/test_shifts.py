@@ -8,6 +8,7 @@ between_q = 1 - sum_k n_ck n_dk / (R_c R_d), within_c = 1 - sum_k n_ck (n_ck - 1
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import combinations, product
 
@@ -53,7 +54,14 @@ def jaccard(a: str, b: str) -> float:
     return 0.0 if not sa | sb else 1 - len(sa & sb) / len(sa | sb)
 
 
+def prob_tv(x: str, y: str) -> float:
+    """Total variation between two option distributions given as JSON, by the definition."""
+    p, q = json.loads(x), json.loads(y)
+    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
+
+
 DIFFS = {
+    "prob_tv": prob_tv,
     "answer": lambda x, y: float(x != y),
     "token_jaccard": jaccard,
     "edit_distance": lambda x, y: 0.0 if not (x or y) else levenshtein(x, y) / max(len(x), len(y)),
@@ -93,6 +101,9 @@ def test_edit_distance_by_hand() -> None:
 def test_every_measure_equals_the_definition_on_random_responses(measure: str) -> None:
     rng = np.random.default_rng(7)
     words = ["A", "B", "The answer is C.", "I think (D)", "", "answer: b", "Option A is right", "UNKNOWN"]
+    if measure == "prob_tv":  # option distributions, one of them without option D
+        words = [json.dumps(dict(zip("ABCD", (w / w.sum()).tolist(), strict=False))) for w in rng.random((7, 4))]
+        words.append(json.dumps({"A": 0.5, "B": 0.5, "C": 0.0}))
     questions = [([str(w) for w in rng.choice(words, size=int(rng.integers(2, 5)))],
                   [str(w) for w in rng.choice(words, size=int(rng.integers(2, 5)))]) for _ in range(6)]
     est = shifts.shift(step(*questions, measure=measure), n_boot=20, n_permutations=20, seed=1)

@@ -7,6 +7,7 @@ when a run asks for it by name.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,3 +87,30 @@ def create_backend(model: ModelConfig) -> Backend:
     factory = getattr(importlib.import_module(module_name), attribute)
     backend: Backend = factory(model)
     return backend
+
+
+def require_label_probs(backend: Backend, name: str, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+    """Stop before inference unless ``backend`` can read the first token's probabilities of these labels.
+
+    A backend that can has a ``check_label_probs(label_sets)`` method, which raises when its model or
+    server cannot give them (no log-probabilities, or labels it cannot read); one without the method gives
+    none. It is optional, so backends written before ``generation.label_probs`` existed still plug in.
+
+    Args:
+        backend: The run's backend.
+        name: Its name (``model.backend``), for the message.
+        label_sets: Condition name -> the displayed labels of its prompts.
+
+    Raises:
+        BackendError: If the backend gives no log-probabilities, naming what to use instead.
+    """
+    check = getattr(backend, "check_label_probs", None)
+    if check is None:
+        raise BackendError(
+            f"generation.label_probs=true asks for the first reply token's probabilities, but the {name!r} backend "
+            "gives no log-probabilities, so nothing was asked. Use model=smollm2 (embedded llama.cpp), an "
+            "OpenAI-compatible server that returns logprobs (model=openai: vLLM, llama.cpp's server), Ollama "
+            "0.12.11 or later (model.backend=ollama), or a replay file with label_probs per line; or set "
+            "generation.label_probs=false."
+        )
+    check(label_sets)

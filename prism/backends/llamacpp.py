@@ -18,7 +18,8 @@ from typing import Any
 
 from prism.backends.base import BackendError, Request
 from prism.config import LlamaCppModelConfig
-from prism.types import Completion, ModelIdentity
+from prism.likelihood import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
+from prism.types import Completion, LabelReading, ModelIdentity
 
 GGUF_MAGIC = b"GGUF"
 log = logging.getLogger(__name__)
@@ -119,18 +120,42 @@ def build_request(request: Request) -> dict[str, Any]:
     return kwargs
 
 
-def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any]) -> Completion:
+def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
+               label_reading: LabelReading | None = None) -> Completion:
     """Turn llama.cpp's OpenAI-shaped reply into a Completion."""
     usage = reply.get("usage") or {}
     text = reply["choices"][0]["message"].get("content") or ""
-    options = {k: v for k, v in sent.items() if k != "messages"}
+    options = {k: v for k, v in sent.items() if k not in ("messages", "logits_processor")}
     return Completion(
         text=text,
         latency_s=latency_s,
         prompt_tokens=usage.get("prompt_tokens"),
         completion_tokens=usage.get("completion_tokens"),
         backend_options=options,
+        label_reading=label_reading,
     )
+
+
+class FirstLogits:
+    """A llama-cpp-python logits processor that keeps the first generated position's logits, unchanged.
+
+    llama-cpp-python runs a logits processor as the first stage of its sampler chain, on the logits of
+    every vocabulary token in id order, before greedy or random sampling picks one. Keeping a copy of the
+    first call's row is the whole first-position distribution, read in the same call as the generation:
+    no second pass, and no ``logits_all=True`` (which would keep the logits of every prompt position).
+    """
+
+    def __init__(self) -> None:
+        """Nothing seen yet."""
+        self.logits: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Copy the scores on the first call; return them untouched so sampling is unchanged."""
+        if self.logits is None:
+            import numpy as np
+
+            self.logits = np.array(scores, dtype=np.float32, copy=True)
+        return scores
 
 
 class LlamaCppBackend:
@@ -144,6 +169,8 @@ class LlamaCppBackend:
         self._path = resolve_model_path(model)
         self._digest = file_sha256(self._path)
         self._llm: Any = None
+        self._token_texts: list[str] | None = None
+        self._label_ids: dict[str, list[int]] = {}
 
     def identity(self) -> ModelIdentity:
         """Name from ``model.name``; digest = the GGUF file's sha256.
@@ -188,13 +215,61 @@ class LlamaCppBackend:
                 )
         return self._llm
 
+    def _vocabulary(self) -> list[str]:
+        """Every token's text by id (detokenized, so `` A`` is the text of SmolLM2's ``ĠA``), read once.
+
+        Before the model is loaded, a vocabulary-only load reads it: checking labels costs no weights.
+        """
+        if self._token_texts is None:
+            llm = self._llm
+            if llm is None:
+                from llama_cpp import Llama
+
+                llm = Llama(model_path=str(self._path), vocab_only=True, verbose=False)
+            self._token_texts = [bytes(llm.detokenize([i])).decode("utf-8", errors="replace")
+                                 for i in range(llm.n_vocab())]
+            if llm is not self._llm:
+                llm.close()
+        return self._token_texts
+
+    def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+        """Label probabilities come from the whole first-position distribution: every label must be a token.
+
+        Raises:
+            LabelProbsError: If a displayed label is not a single token of the model's vocabulary.
+        """
+        labels = {label for labels in label_sets.values() for label in labels}
+        self._label_ids.update(label_token_ids(self._vocabulary(), labels - set(self._label_ids)))
+        check_label_sets(label_sets, "llamacpp", FULL, self._label_ids)
+
+    def _read_labels(self, logits: Any, labels: tuple[str, ...]) -> LabelReading:
+        missing = [label for label in labels if label not in self._label_ids]
+        if missing:
+            self.check_label_probs({"(this request)": labels})
+        texts = self._vocabulary()
+        return reading_from_full(log_softmax(logits), {label: self._label_ids[label] for label in labels},
+                                 texts.__getitem__)
+
     def generate(self, request: Request) -> Completion:
-        """Run one chat completion; llama.cpp reuses the KV cache of a prefix shared with the last one."""
+        """Run one chat completion; llama.cpp reuses the KV cache of a prefix shared with the last one.
+
+        With ``label_probs``, a :class:`FirstLogits` processor keeps the first position's logits during the
+        same call, and the labels' probabilities are read from them (``label_probs_source=full``).
+        """
         kwargs = build_request(request)
+        first = FirstLogits() if request.params.label_probs else None
+        if first is not None:
+            kwargs["logits_processor"] = [first]
         llm = self._model()
         start = time.perf_counter()
         reply = llm.create_chat_completion(**kwargs)
-        return read_reply(reply, time.perf_counter() - start, kwargs)
+        latency = time.perf_counter() - start
+        reading = None
+        if first is not None:
+            if first.logits is None:  # never for max_tokens >= 1, which check_generation enforces
+                raise BackendError("llama.cpp generated no token, so there is no first-position distribution to read.")
+            reading = self._read_labels(first.logits, request.prompt.displayed_labels)
+        return read_reply(reply, latency, kwargs, reading)
 
     def close(self) -> None:
         """Free the model."""

@@ -7,6 +7,11 @@ cannot. Each request is one non-streamed ``/api/chat`` call with the prompt as t
 A refused or dropped connection, a timeout or a busy server is retried by :mod:`prism.backends.retry`
 within ``model.retry_budget_s``, then the run stops with a :class:`BackendError`; a reply whose body is
 not a chat completion is a failed request (``error`` set), never an answer.
+
+With ``generation.label_probs=true`` each chat also sends ``logprobs: true`` and ``top_logprobs: 20``
+(top-level fields of ``/api/chat``, served from Ollama 0.12.11 and sent by the official client from 0.6.1),
+and the first position's top tokens are read as the labels (``label_probs_source: top_k``). A one-token
+probe before the first cell must come back with ``logprobs``, and every label must be one character.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from prism.backends.base import BackendError, Request
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend
 from prism.backends.retry import Transient, transient_status, transport_failure
 from prism.config import OllamaModelConfig
-from prism.types import Completion, ModelIdentity
+from prism.likelihood import TOP_K, TOP_LOGPROBS, check_label_sets, reading_from_top
+from prism.types import Completion, LabelReading, ModelIdentity
 
 if TYPE_CHECKING:
     import ollama
@@ -174,12 +180,28 @@ def build_request(request: Request, model: str, num_ctx: int | None = None) -> d
         options["top_k"] = params.top_k
     if num_ctx is not None:
         options["num_ctx"] = num_ctx
-    return {
+    body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": request.prompt.text}],
         "stream": False,
         "options": options,
     }
+    if params.label_probs:
+        body["logprobs"] = True
+        body["top_logprobs"] = TOP_LOGPROBS
+    return body
+
+
+def first_top_logprobs(reply: Mapping[str, Any]) -> list[tuple[str, float]] | None:
+    """The first generated token's top list of an ``/api/chat`` reply (``logprobs[0].top_logprobs``), or None."""
+    logprobs = reply.get("logprobs")
+    first = logprobs[0] if isinstance(logprobs, list | tuple) and logprobs else None
+    top = first.get("top_logprobs") if isinstance(first, Mapping) else None
+    if not isinstance(top, list | tuple) or not top:
+        return None
+    pairs = [(entry.get("token"), entry.get("logprob")) for entry in top if isinstance(entry, Mapping)]
+    return [(str(token), float(logprob)) for token, logprob in pairs
+            if isinstance(token, str) and isinstance(logprob, int | float) and not isinstance(logprob, bool)]
 
 
 def _count(value: Any) -> int | None:
@@ -187,11 +209,13 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any]) -> Completion:
+def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
+               labels: tuple[str, ...] | None = None) -> Completion:
     """Turn a non-streamed ``/api/chat`` reply into a Completion.
 
     An empty or absent ``content`` is an observed empty completion; a reply without a ``message`` object,
-    or whose content is not text, is a failed request.
+    or whose content is not text, is a failed request. With ``labels`` the first token's top list is read
+    as those labels; a reply without ``logprobs`` gets no reading, never a guessed one.
     """
     options = {k: v for k, v in sent.items() if k != "messages"}
     message = reply.get("message")
@@ -199,12 +223,17 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
     if not isinstance(message, Mapping) or not isinstance(content, str | None):
         return Completion(text=None, latency_s=latency_s, backend_options=options,
                           error=f"unreadable reply from Ollama: no chat message text in {_excerpt(reply)}")
+    reading: LabelReading | None = None
+    if labels is not None:
+        top = first_top_logprobs(reply)
+        reading = None if top is None else reading_from_top(top, labels)
     return Completion(
         text=content or "",
         latency_s=latency_s,
         prompt_tokens=_count(reply.get("prompt_eval_count")),
         completion_tokens=_count(reply.get("eval_count")),
         backend_options=options,
+        label_reading=reading,
     )
 
 
@@ -314,10 +343,11 @@ class OllamaBackend(RemoteBackend):
 
     def _send(self, body: Mapping[str, Any]) -> Any:
         return self._client.chat(model=body["model"], messages=body["messages"], stream=False,
-                                 options=body["options"])
+                                 options=body["options"], **_logprob_fields(body))
 
     def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
-        return read_reply(reply.model_dump(), latency_s, body)
+        labels = request.prompt.displayed_labels if request.params.label_probs else None
+        return read_reply(reply.model_dump(), latency_s, body, labels)
 
     def _classify(self, exc: Exception) -> Transient | None:
         return _classify(exc)
@@ -341,6 +371,37 @@ class OllamaBackend(RemoteBackend):
             return f"unreadable reply from Ollama: {_excerpt(str(exc))}"
         return None
 
+    def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+        """The server must return log-probabilities, and every label must be one character (``top_k`` source).
+
+        Raises:
+            LabelProbsError: If a label is longer than one character.
+            BackendError: If a one-token chat with ``logprobs`` comes back without them (Ollama before 0.12.11).
+        """
+        import ollama
+
+        check_label_sets(label_sets, "ollama", TOP_K)
+        self.identity()
+        tag = self._tag
+        assert tag is not None, "identity() lists the tag"
+        try:
+            reply = self._retrying(
+                lambda: self._client.chat(model=tag, messages=[{"role": "user", "content": "Say OK."}], stream=False,
+                                          options={"temperature": 0.0, "num_predict": 1}, logprobs=True,
+                                          top_logprobs=TOP_LOGPROBS),
+                "/api/chat", "Nothing was asked yet: run the same command again once the server answers.")
+        except ollama.ResponseError as exc:
+            raise BackendError(f"generation.label_probs=true, but the Ollama server at {self._host} refused a chat "
+                               f"with logprobs (HTTP {exc.status_code}: {exc.error}), so nothing was asked.") from exc
+        if first_top_logprobs(reply.model_dump()) is None:
+            version = self._identity.details.get("server_version", "unknown") if self._identity else "unknown"
+            raise BackendError(
+                f"generation.label_probs=true, but the Ollama server at {self._host} (version {version}) answered a "
+                "chat with logprobs=true without log-probabilities, so nothing was asked. Ollama returns them from "
+                "0.12.11: upgrade the server, use the embedded backend or an OpenAI-compatible server, or set "
+                "generation.label_probs=false."
+            )
+
     def _refused(self, exc: ollama.ResponseError) -> BackendError:
         return BackendError(
             f"the Ollama server at {self._host} refused the client (HTTP {exc.status_code}: {exc.error}); the "
@@ -358,6 +419,11 @@ class OllamaBackend(RemoteBackend):
     def close(self) -> None:
         """Close the client's connections."""
         self._client.close()  # type: ignore[no-untyped-call]  # ollama leaves close() unannotated
+
+
+def _logprob_fields(sent: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level log-probability fields of a built body, as the client's keyword arguments."""
+    return {k: sent[k] for k in ("logprobs", "top_logprobs") if k in sent}
 
 
 def _classify(exc: Exception) -> Transient | None:

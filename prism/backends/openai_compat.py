@@ -32,6 +32,12 @@ that accept it (vLLM, SGLang, llama.cpp's servers), and otherwise recorded as
 ``backend_options.not_sent`` with a WARNING. ``model.extra_body`` adds server-specific fields to every
 request (llama-cpp-python's server defaults ``repeat_penalty`` to 1.1 where the library uses 1.0).
 
+Label probabilities. With ``generation.label_probs=true`` every request also sends ``logprobs: true`` and
+``top_logprobs: 20``, and the first position's top tokens are read as the labels (``label_probs_source:
+top_k``: labels outside the list count as 0). Before the first cell a one-token probe with those fields
+must come back with log-probabilities, and every label must be one character (a server's vocabulary is
+unknown, so a label its tokenizer splits could not be read).
+
 Faults, retries and concurrency are those of the Ollama backend (:mod:`prism.backends.retry`,
 :mod:`prism.backends.remote`): a refused, dropped or timed-out connection and 408/429/502/503/504 are
 retried within ``model.retry_budget_s`` honouring ``Retry-After``, then the run stops with a
@@ -58,6 +64,7 @@ from prism.backends.openai_wire import (
     check_base_url,
     check_extra_body,
     excerpt,
+    first_top_logprobs,
     identity_digest,
     listing_entry,
     not_sent,
@@ -69,6 +76,7 @@ from prism.backends.openai_wire import (
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend, sent_options
 from prism.backends.retry import Transient, transient_status
 from prism.config import OpenAIModelConfig
+from prism.likelihood import TOP_K, TOP_LOGPROBS, check_label_sets
 from prism.types import Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:
@@ -183,6 +191,36 @@ class OpenAIBackend(RemoteBackend):
                 "be reproduced bit for bit from its record alone.", self._url, self._name, canonical_json(listing))
         return ModelIdentity(self._name, "openai", digest, details)
 
+    def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+        """The server must return log-probabilities, and every label must be one character (``top_k`` source).
+
+        One one-token request with ``logprobs`` and ``top_logprobs`` asks the server whether it gives them.
+
+        Raises:
+            LabelProbsError: If a label is longer than one character.
+            BackendError: If the server answers without log-probabilities or refuses the fields.
+        """
+        import openai
+
+        check_label_sets(label_sets, "openai", TOP_K)
+        self.identity()
+        probe = {"model": self._name, **PROBE_BODY, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
+        advice = ("Serve the model with a server that returns them (vLLM; llama.cpp's server with its logits on, "
+                  "as `python -m llama_cpp.server` has by default), use the embedded backend, or set "
+                  "generation.label_probs=false.")
+        try:
+            reply = self._retrying(lambda: self._send(probe), "/chat/completions",
+                                   "Nothing was asked yet: run the same command again once the server answers.")
+        except openai.APIStatusError as exc:
+            raise BackendError(f"generation.label_probs=true, but the server at {self._url} refused a request with "
+                               f"logprobs and top_logprobs (HTTP {exc.status_code}: {self._server_says(exc)}), so "
+                               f"nothing was asked. {advice}") from None
+        data = as_dict(reply) or {}
+        choices = data.get("choices")
+        if first_top_logprobs(choices[0] if isinstance(choices, list) and choices else None) is None:
+            raise BackendError(f"generation.label_probs=true, but the server at {self._url} answered a request with "
+                               f"logprobs=true without log-probabilities, so nothing was asked. {advice}")
+
     def _status_before_start(self, exc: openai.APIStatusError, endpoint: str) -> BackendError:
         """The BackendError for an error status before the first cell (nothing was asked yet)."""
         status = exc.status_code
@@ -245,7 +283,8 @@ class OpenAIBackend(RemoteBackend):
         if data is None:
             return self._failed(request, body, latency_s,
                                 f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
-        completion = read_reply(data, latency_s, body, not_sent(request, self._send_top_k))
+        labels = request.prompt.displayed_labels if request.params.label_probs else None
+        completion = read_reply(data, latency_s, body, not_sent(request, self._send_top_k), labels)
         said = completion.backend_options["served"]
         if said != self._pinned and completion.error is None:
             self._warn_once(f"served:{canonical_json(said)}", "the server at %s answered %r with %s, but the probe "

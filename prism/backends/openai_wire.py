@@ -16,14 +16,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prism.backends.base import BackendError, Request
-from prism.types import Completion, canonical_json
+from prism.likelihood import TOP_LOGPROBS, reading_from_top
+from prism.types import Completion, LabelReading, canonical_json
 
 #: Sent as the key when ``model.api_key_env`` is null: servers without auth ignore it, and the client
 #: must not fall back to ``OPENAI_API_KEY`` on its own.
 NO_KEY = "prism-no-key"
 #: Body fields PRISM sets itself; ``model.extra_body`` may not override them (the record would lie).
 RESERVED_FIELDS = frozenset({"model", "messages", "stream", "n", "temperature", "max_tokens", "max_completion_tokens",
-                             "seed", "top_p", "top_k"})
+                             "seed", "top_p", "top_k", "logprobs", "top_logprobs"})
 #: Model-list fields that change from one request to the next, so they cannot be part of a digest.
 VOLATILE_LISTING_FIELDS = frozenset({"created", "permission", "permissions"})
 #: The probe before the first cell: one token, greedy, so it costs next to nothing.
@@ -124,7 +125,8 @@ def build_request(request: Request, model: str, extra_body: Mapping[str, Any] | 
     """The chat-completions JSON body: the prompt as the single user message, no streaming.
 
     ``seed`` is sent when set, ``top_p`` when set, ``top_k`` only with ``send_top_k`` (see
-    :func:`not_sent`); ``extra_body`` fields are added last.
+    :func:`not_sent`), ``logprobs`` and ``top_logprobs`` (the most servers return, 20) with
+    ``label_probs``; ``extra_body`` fields are added last.
     """
     params = request.params
     body: dict[str, Any] = {
@@ -140,8 +142,28 @@ def build_request(request: Request, model: str, extra_body: Mapping[str, Any] | 
         body["top_p"] = params.top_p
     if params.top_k is not None and send_top_k:
         body["top_k"] = params.top_k
+    if params.label_probs:
+        body["logprobs"] = True
+        body["top_logprobs"] = TOP_LOGPROBS
     body.update(extra_body or {})
     return body
+
+
+def first_top_logprobs(choice: Any) -> list[tuple[str, float]] | None:
+    """The first generated position's top tokens of a chat choice (``logprobs.content[0].top_logprobs``).
+
+    Returns:
+        (token, log-probability) pairs as returned, or None when the choice has no log-probabilities.
+    """
+    logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    first = content[0] if isinstance(content, list) and content else None
+    top = first.get("top_logprobs") if isinstance(first, Mapping) else None
+    if not isinstance(top, list) or not top:
+        return None
+    pairs = [(entry.get("token"), entry.get("logprob")) for entry in top if isinstance(entry, Mapping)]
+    return [(str(token), float(logprob)) for token, logprob in pairs
+            if isinstance(token, str) and isinstance(logprob, int | float) and not isinstance(logprob, bool)]
 
 
 def not_sent(request: Request, send_top_k: bool = False) -> dict[str, Any]:
@@ -163,13 +185,15 @@ def served(reply: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
-               skipped: Mapping[str, Any] | None = None) -> Completion:
+               skipped: Mapping[str, Any] | None = None, labels: tuple[str, ...] | None = None) -> Completion:
     """Turn a chat-completion reply (as a dict) into a Completion.
 
     ``backend_options`` is the body that was sent without the messages, plus ``not_sent`` (set parameters
     that were not sent) when there are any, plus ``served`` (:func:`served`). Null or absent content (a
     refusal, a tool call, a reasoning model out of tokens) is an observed empty completion; a reply without
-    a first choice holding a message is a failed request.
+    a first choice holding a message is a failed request. With ``labels`` (label probabilities were asked
+    for) the first position's top tokens are read as those labels (``label_probs_source=top_k``); a reply
+    without log-probabilities gets no reading, never a guessed one.
     """
     options: dict[str, Any] = {k: v for k, v in sent.items() if k != "messages"}
     if skipped:
@@ -184,12 +208,17 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
                           error=f"unreadable reply: no chat message text in {excerpt(reply)}")
     usage = reply.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
+    reading: LabelReading | None = None
+    if labels is not None:
+        top = first_top_logprobs(first)
+        reading = None if top is None else reading_from_top(top, labels)
     return Completion(
         text=content or "",
         latency_s=latency_s,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
         backend_options=options,
+        label_reading=reading,
     )
 
 

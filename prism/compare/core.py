@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from prism.compare.evidence import ReportContext, gather_evidence
+from prism.compare.likelihood import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_table, profile_table, shifts_table
 from prism.compare.report import run_description
 from prism.compare.select import (
@@ -184,6 +185,10 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["profile"] = profile_table(models, tables["shifts"])
     tables["gee_wald"] = gee_table(models, baseline)
+    # Both readings (runs with generation.label_probs=true only): prism.compare.likelihood.
+    if any(has_probabilities(m) for m in models):
+        tables["readings"] = readings_table(models, baseline)
+        tables["reading_disagreements"] = disagreements_table(models)
     return tables
 
 
@@ -227,6 +232,12 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
             if first:
                 metrics[metric_key("first_shift", *(str(k) for k in key))] = float(first[0])
     return metrics
+
+
+def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:
+    """The baseline condition of a model, as the sensitivity table names it."""
+    rows = tables["sensitivity"][tables["sensitivity"]["model"] == model]
+    return str(rows["baseline"].iloc[0]) if not rows.empty else ""
 
 
 def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:

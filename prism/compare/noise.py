@@ -20,6 +20,7 @@ import pandas as pd
 
 from prism import gee, shifts, stats
 from prism.compare.tables import ModelCells
+from prism.types import canonical_json
 
 SHIFT_COLUMNS = ("model", "axis", "from_condition", "to_condition", "measure", "between", "within", "excess",
                  "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift")
@@ -27,7 +28,7 @@ PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to
                    "within", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "first_shift")
 
 # The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
-_FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response"}
+_FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response", "prob_tv": "option_probs"}
 
 
 def check_measures(measures: Sequence[str]) -> list[str]:
@@ -49,6 +50,9 @@ def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, n
     order = {c: i for i, c in enumerate(model.conditions)}
     cells = model.cells.assign(_c=model.cells["condition"].map(order)).sort_values(["_c", "repetition"],
                                                                                      kind="stable")
+    if measure == "prob_tv":  # only responses with probabilities take part; their distributions as JSON
+        cells = cells[cells["option_probs"].map(lambda v: isinstance(v, dict))]
+        cells = cells.assign(option_probs=cells["option_probs"].map(canonical_json))
     out = {}
     for question, group in cells.groupby("question_id", sort=False):
         values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
@@ -95,7 +99,11 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     rows = []
     for run_index, model in enumerate(models):
         for measure in measures:
+            if measure == "prob_tv" and "option_probs" not in model.cells:
+                continue
             questions = _questions(model, measure)
+            if not questions:  # prob_tv of a run without probabilities: nothing to compare
+                continue
             for condition, start in step_origins(model, baseline).items():
                 est = shifts.shift(step_data(questions, start, condition), n_boot=n_boot,
                                    n_permutations=n_permutations, seed=seed)

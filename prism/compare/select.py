@@ -51,6 +51,8 @@ COMPARABILITY: tuple[tuple[str, str, str], ...] = (
 # Columns of the scored records a comparison uses (docs/architecture.md, "Scored record").
 SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered", "correct", "correct_answer",
                   "error", "response", "prompt_sha256")
+# The likelihood reading's columns (runs with generation.label_probs=true); empty for runs without it.
+LIKELIHOOD_COLUMNS = ("option_probs", "likelihood_answer", "likelihood_correct", "label_mass")
 
 
 class CompareError(PrismError, ValueError):
@@ -338,7 +340,7 @@ def load_scored(path: Path) -> pd.DataFrame:
     missing = [c for c in SCORED_COLUMNS if c not in frame.columns]
     if records and missing:
         raise CompareError(f"{path} lacks the scored-record fields {missing}")
-    frame = frame.reindex(columns=list(SCORED_COLUMNS))
+    frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS])
     frame = frame[frame["error"].isna()].drop(columns="error").reset_index(drop=True)
     frame["repetition"] = frame["repetition"].astype("int64")
     frame["correct"] = frame["correct"].astype(bool)

@@ -211,6 +211,14 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Profiles (comparison/profile.csv): each axis's steps in value order -- from the baseline on a "
                       "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
                       "where the measure shifts:", format_profile(tables["profile"])]
+    if "readings" in tables and len(tables["readings"]):
+        from prism.compare.likelihood import format_readings
+
+        parts += ["", "Two readings (runs with generation.label_probs=true): parsed accuracy beside the accuracy of "
+                      "the likeliest first token's option,\nagreement of the two where both exist, label mass, mean TV "
+                      f"distance to {result.baseline}'s option distribution; the "
+                      f"{len(tables['reading_disagreements'])} cells where they part are in "
+                      "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
                       "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]

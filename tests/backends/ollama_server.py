@@ -1,12 +1,16 @@
 """A loopback stand-in for an Ollama server: the parts of its REST API that PRISM uses, and its faults.
 
-It speaks ``GET /api/version``, ``GET /api/tags`` and non-streamed ``POST /api/chat`` with the field
-names, status codes and error bodies of Ollama's API documentation (``{"error": "model 'x' not found"}``
-with 404, ``503`` when busy, Go's plain-text ``404 page not found`` for an unknown path), answering from a
-deterministic function of the prompt. It can be told to delay replies, to answer the first N chats with
-503, to drop the connection of the first N chats without a reply, to send a body that is not JSON, and to
-stop listening after N chats (every later connection is refused). It counts chats in flight and records
-the most it saw at once, which is how the tests prove that requests overlap.
+It speaks ``GET /api/version``, ``GET /api/tags`` and non-streamed ``POST /api/chat`` with the field names,
+status codes and error bodies of Ollama's API documentation (``{"error": "model 'x' not found"}`` with 404,
+``503`` when busy, Go's plain-text ``404 page not found`` for an unknown path), answering from a
+deterministic function of the prompt. A chat with ``"logprobs": true`` gets the top-level ``logprobs`` list
+of Ollama 0.12.11 and later (one entry per generated token: ``token``, ``logprob``, ``bytes`` and, with
+``top_logprobs`` > 0, that many alternatives), from a deterministic first-token distribution; told to be an
+older server, it ignores the field, as Ollama did before (unknown JSON fields are dropped). It can be told
+to delay replies, to answer the first N chats with 503, to drop the connection of the first N chats without
+a reply, to send a body that is not JSON, and to stop listening after N chats (every later connection is
+refused). It counts chats in flight and records the most it saw at once, which is how the tests prove that
+requests overlap.
 
 Usage::
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +44,19 @@ def letter_answer(prompt: str) -> str:
     return "ABC"[int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 3]
 
 
+def first_token_distribution(prompt: str, answer: str) -> list[tuple[str, float]]:
+    """The default first-token distribution: the answer's label likeliest, then the other labels and words.
+
+    Some labels come with a leading space (`` B``), as tokenizers give them, so readers must strip tokens.
+    """
+    others = [label for label in "ABCD" if label != answer[:1]]
+    shift = int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 3
+    others = others[shift:] + others[:shift]
+    weights = [(answer[:1] or "The", 0.5), ("The", 0.12), (f" {others[0]}", 0.1), (others[1], 0.08),
+               ("I", 0.05), (others[2], 0.04), (f" {answer[:1]}", 0.03), ("\n", 0.02)]
+    return [(token, math.log(weight)) for token, weight in weights]
+
+
 def normalize(name: str) -> str:
     """Ollama's name for a tag: ``:latest`` when no tag is given."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
@@ -57,6 +75,8 @@ class Behaviour:
         garbage: Prompts for which the reply body is not JSON (status 200).
         error: Prompt -> (status, message) to answer with Ollama's error body instead, or None.
         down_after: After this many chats are answered, the server stops listening.
+        logprobs: Whether ``"logprobs": true`` is honoured (Ollama 0.12.11 and later) or ignored (older).
+        distribution: (prompt, answer) -> the first token's (token, log-probability) list, likeliest first.
     """
 
     models: dict[str, str] = field(default_factory=lambda: {"llama3:latest": LLAMA3_DIGEST})
@@ -67,6 +87,8 @@ class Behaviour:
     garbage: Callable[[str], bool] = lambda prompt: False
     error: Callable[[str], tuple[int, str] | None] = lambda prompt: None
     down_after: int | None = None
+    logprobs: bool = True
+    distribution: Callable[[str, str], list[tuple[str, float]]] = first_token_distribution
 
 
 class OllamaStub(LoopbackServer):
@@ -149,7 +171,8 @@ class OllamaStub(LoopbackServer):
                 return "raw", 200, b"<html>502 Bad Gateway</html>{not json"
             text = b.answer(prompt)
             elapsed_ns = int((time.perf_counter() - started) * 1e9)
-            return "json", 200, {
+            extra = {"logprobs": self._logprobs(body, prompt, text)} if b.logprobs and body.get("logprobs") else {}
+            return "json", 200, {**extra,
                 "model": normalize(model),
                 "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
                 "message": {"role": "assistant", "content": text},
@@ -165,6 +188,24 @@ class OllamaStub(LoopbackServer):
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def _logprobs(self, body: dict[str, Any], prompt: str, text: str) -> list[dict[str, Any]]:
+        """Ollama's ``logprobs``: one entry per generated token (here, per character of the reply)."""
+        top_n = int(body.get("top_logprobs") or 0)
+        first = self.behaviour.distribution(prompt, text)
+
+        def entry(token: str, logprob: float) -> dict[str, Any]:
+            return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+        tokens = list(text) or [""]
+        entries = []
+        for index, token in enumerate(tokens):
+            chosen = dict(first).get(token, math.log(0.5)) if index == 0 else -0.01
+            item = entry(token, chosen)
+            if top_n:
+                item["top_logprobs"] = [entry(t, lp) for t, lp in (first if index == 0 else [(token, -0.01)])][:top_n]
+            entries.append(item)
+        return entries
 
     def _tags(self) -> dict[str, Any]:
         return {"models": [

