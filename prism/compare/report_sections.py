@@ -18,7 +18,7 @@ import yaml
 from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
 from prism.compare.report_html import Html, el, join, missing, num, p_value, pct, png_figure, table, with_ci
 from prism.compare.select import RunSummary
-from prism.compare.tables import POOLED
+from prism.compare.tables import POOLED, cap_note, pairing_note
 
 SIGNIFICANCE = 0.05  # the level of prism.compare.core's significant_conditions metric
 
@@ -153,7 +153,8 @@ def divergence_section(tables: Mapping[str, pd.DataFrame], figures: Sequence[Pat
                                 "differ, UNKNOWN an answer of its own; 'answered only' leaves out cells where either "
                                 "side has no recovered answer. κ is Cohen's kappa over the answers. Excess is the "
                                 "disagreement minus the mean of the two models' own across-condition disagreement: "
-                                "near zero, the models differ about as much as each differs from itself.")]
+                                "near zero, the models differ about as much as each differs from itself."),
+                        el("p", pairing_note(tables))]
     for (a, b), rows in tables["divergence"].groupby(["model_a", "model_b"], sort=False):
         body = [[r.condition, with_ci(r.disagreement, r.disagreement_ci_low, r.disagreement_ci_high),
                  num(r.disagreement_answered), num(r.kappa),
@@ -211,9 +212,10 @@ def differences_section(tables: Mapping[str, pd.DataFrame], questions: Mapping[s
     header = el("thead", el("tr", *(el("th", h) for h in ("condition", "key", "answers", "responses", ""))))
     shown = f"The first {len(head)} of {len(diff)}" if len(diff) > len(head) else f"All {len(diff)}"
     return el("section", el("h2", "Where the models differ most", id="differences"),
-              el("p", f"{shown} cells where two models gave different answers, questions with the most "
+              el("p", f"{shown} listed cells where two models gave different answers, questions with the most "
                       "disagreement first. Responses are the models' raw text (shortened here; whole in "
                       "comparison/differences.csv and each run's responses/responses.jsonl)."),
+              el("p", cap_note(tables)),
               el("table", header, el("tbody", *rows), cls="differences")
               if rows else el("p", "Nowhere: every paired answer agrees."))
 
