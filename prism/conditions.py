@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prism.config import ConditionsConfig, as_plain
 from prism.errors import PrismError
 from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
 from prism.perturbations.build import format_from
@@ -90,11 +91,12 @@ class ConditionSet:
         return {c.name: c.family for c in self.conditions}
 
 
-def condition_set_from_config(cfg: Mapping[str, Any]) -> ConditionSet:
-    """Build and validate a condition set from its config mapping (``cfg.conditions``).
+def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> ConditionSet:
+    """Build and validate a condition set from its config (``cfg.conditions``, or as a run logged it).
 
     Args:
-        cfg: Mapping with ``name``, ``template_version``, ``closing``, ``baseline``, and template
+        group: The ``conditions`` group, or the same as a mapping (a run's logged ``resolved.yaml``) with
+            ``name``, ``template_version``, ``closing``, ``baseline``, and template
             ``conditions`` (a list of mappings with ``name``, ``description``, ``family``, ``template``)
             and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
             steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
@@ -108,6 +110,7 @@ def condition_set_from_config(cfg: Mapping[str, Any]) -> ConditionSet:
             condition, a template lacks a field, repeats one, or does not end with the closing line, or a
             step cannot be built (unknown op, unknown name, missing count).
     """
+    cfg: Mapping[str, Any] = as_plain(group) if isinstance(group, ConditionsConfig) else group
     where = f"condition set {cfg.get('name')!r}"
     _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template"))
     _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
@@ -168,8 +171,10 @@ def validate(condition_set: ConditionSet) -> None:
         raise ConditionError(f"{where}: baseline {condition_set.baseline!r} is not one of its conditions {names}.")
     for condition in condition_set.conditions:
         for what, value in (("condition name", condition.name), ("family", condition.family)):
-            if not _NAME.fullmatch(value):
-                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-'.")
+            # Names become metric names and file names, so '.' and '..' (a path's own segments) are refused too.
+            if not _NAME.fullmatch(value) or value in (".", ".."):
+                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-', "
+                                     "and may not be '.' or '..'.")
         if condition.steps is not None:
             if condition_set.base_format is None:
                 raise ConditionError(f"{where}, condition {condition.name!r}: steps need a 'base_format:' to start "

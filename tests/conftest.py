@@ -7,8 +7,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from prism.config import PrismConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,19 +74,32 @@ def run_overrides(workdir: Path, data_dir: Path) -> list[str]:
     ]
 
 
-def compose_config(overrides: list[str]) -> dict:
-    """Compose ``prism/conf/config.yaml`` exactly as ``python -m prism`` would, resolved to a plain dict."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+def compose(config_name: str, overrides: list[str]) -> Any:
+    """Compose ``prism/conf/<config_name>.yaml`` with ``overrides``, as its entry point does (a DictConfig)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from prism.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        return hydra_compose(config_name=config_name, overrides=overrides)
+
+
+def compose_config(overrides: list[str]) -> PrismConfig:
+    """Compose ``prism/conf/config.yaml`` exactly as ``python -m prism`` would, as its schema."""
+    from prism.config import PrismConfig, to_schema
+
+    return to_schema(compose("config", overrides), PrismConfig)
+
+
+def compose_plain(overrides: list[str]) -> dict[str, Any]:
+    """The composed ``config.yaml`` resolved to plain dicts, as a run's ``config/resolved.yaml`` holds it."""
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(compose("config", overrides), resolve=True, throw_on_missing=True)
     assert isinstance(container, dict)
-    return container
+    return {str(k): v for k, v in container.items()}
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import pytest
 from prism.compare.core import DEFAULT_MAX_PER_PAIR, _pairing, build_tables, headline_metrics
 from prism.compare.select import CompareError, RunSummary, Selection
 from prism.compare.tables import ModelCells, cap_note, differences, model_pairs, pairing_note
+from prism.config import CompareConfig
 
 CONDITIONS = ("P0", "P1", "P2")
 LABELS = "ABCD"
@@ -121,16 +122,19 @@ def summary(run_id: str, start: int) -> RunSummary:
 
 def test_the_reference_is_chosen_as_documented() -> None:
     runs = [summary("b", 20), summary("a", 10), summary("c", 30)]
-    assert _pairing({}, runs, Selection()) == ("reference", "a", DEFAULT_MAX_PER_PAIR)  # earliest started
-    assert _pairing({}, runs, Selection(runs=("c", "a", "b"))) == ("reference", "c", DEFAULT_MAX_PER_PAIR)
-    assert _pairing({"reference": "b", "differences": {"max_per_pair": None}}, runs, Selection()) == (
-        "reference", "b", None)
-    assert _pairing({"pairs": "all", "differences": {"max_per_pair": 5}}, runs, Selection()) == ("all", None, 5)
+    default = CompareConfig()
+    assert (default.pairs, default.reference, default.differences.max_per_pair) == (
+        "reference", None, DEFAULT_MAX_PER_PAIR)
+    cap = DEFAULT_MAX_PER_PAIR
+    assert _pairing("reference", None, cap, runs, Selection()) == ("reference", "a", cap)  # earliest started
+    assert _pairing("reference", None, cap, runs, Selection(runs=("c", "a", "b"))) == ("reference", "c", cap)
+    assert _pairing("reference", "b", None, runs, Selection()) == ("reference", "b", None)
+    assert _pairing("all", None, 5, runs, Selection()) == ("all", None, 5)
     with pytest.raises(CompareError, match="reference run z is not among the compared runs"):
-        _pairing({"reference": "z"}, runs, Selection())
+        _pairing("reference", "z", cap, runs, Selection())
     with pytest.raises(CompareError, match="only pairs=reference does"):
-        _pairing({"pairs": "all", "reference": "a"}, runs, Selection())
+        _pairing("all", "a", cap, runs, Selection())
     with pytest.raises(CompareError, match="pairs must be one of"):
-        _pairing({"pairs": "every"}, runs, Selection())
+        _pairing("every", None, cap, runs, Selection())
     with pytest.raises(CompareError, match="whole number of 0 or more"):
-        _pairing({"differences": {"max_per_pair": -2}}, runs, Selection())
+        _pairing("reference", None, -2, runs, Selection())

@@ -31,8 +31,9 @@ def write(path: Path, config: dict[str, object]) -> Path:
 
 def test_config_dir_adds_a_labs_model_tag(tmp_path: Path) -> None:
     lab = tmp_path / "lab-conf"
-    write(lab / "model" / "mytag.yaml", {"name": "mylab/llama3-ft:8b", "backend": "ollama",
-                                          "host": "http://gpu-box:11434", "concurrency": 4})
+    write(lab / "model" / "mytag.yaml", {"defaults": ["/schema/model/ollama@_here_", "_self_"],
+                                          "name": "mylab/llama3-ft:8b", "host": "http://gpu-box:11434",
+                                          "concurrency": 4})
     shown = prism("--config-dir", str(lab), "model=mytag", "--cfg", "job", cwd=tmp_path, timeout=120)
     assert shown.returncode == 0, shown.stderr[-2000:]
     model = yaml.safe_load(shown.stdout)["model"]
@@ -46,7 +47,8 @@ def test_config_dir_adds_a_labs_model_tag(tmp_path: Path) -> None:
 
 def test_a_labs_misspelled_key_is_still_an_error(tmp_path: Path) -> None:
     lab = tmp_path / "lab-conf"
-    write(lab / "model" / "mytag.yaml", {"name": "x", "backend": "ollama", "hots": "http://gpu-box:11434"})
+    write(lab / "model" / "mytag.yaml", {"defaults": ["/schema/model/ollama@_here_", "_self_"], "name": "x",
+                                          "hots": "http://gpu-box:11434"})
     shown = prism("--config-dir", str(lab), "model=mytag", "--cfg", "job", cwd=tmp_path, timeout=120)
     assert shown.returncode != 0 and "hots" in shown.stderr and "Traceback" not in shown.stderr
 
@@ -54,15 +56,17 @@ def test_a_labs_misspelled_key_is_still_an_error(tmp_path: Path) -> None:
 def test_searchpath_runs_a_labs_model_and_dataset(tmp_path: Path, data_dir: Path, mlflow_template: Path) -> None:
     from prism.questions import freeze_question_set
 
-    names = [c["name"] for c in compose_config([])["conditions"]["conditions"]]
+    names = [c.name for c in compose_config([]).conditions.conditions]
     frozen = freeze_question_set("arc_challenge", "test", 2, 0, data_dir, tmp_path / "answers-frozen")
     answers = tmp_path / "answers.jsonl"
     answers.write_text("".join(json.dumps({"question_id": q.question_id, "condition": c, "response": "B"}) + "\n"
                                for q in frozen.questions for c in names), encoding="utf-8")
     lab = tmp_path / "lab-conf"
-    write(lab / "model" / "scripted.yaml", {"name": "scripted", "backend": "replay", "path": str(answers)})
-    write(lab / "dataset" / "arc_small.yaml", {"name": "arc_challenge", "split": "test", "n": 2,
-                                               "sample_seed": "${seed}", "data_dir": str(data_dir)})
+    write(lab / "model" / "scripted.yaml", {"defaults": ["/schema/model/replay@_here_", "_self_"],
+                                            "name": "scripted", "path": str(answers)})
+    # A variant of a shipped dataset: its source and field mapping, with the lab's size and copy.
+    write(lab / "dataset" / "arc_small.yaml", {"defaults": ["/dataset/arc_challenge@_here_", "_self_"], "n": 2,
+                                               "data_dir": str(data_dir)})
     work = tmp_path / "work"
     fresh_mlflow(mlflow_template, work)
     overrides = [o for o in run_overrides(work, data_dir) if not o.startswith("dataset.data_dir=")]

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import CONF_DIR, compose_config
+from conftest import CONF_DIR, compose_config, compose_plain
 
 from prism.conditions import ConditionError, check_option_counts, condition_set_from_config, render
 from prism.perturbations.labels import label_kind
@@ -32,7 +32,7 @@ def question(count: int, answer: int) -> Question:
 
 @functools.cache
 def _composed(name: str) -> dict:
-    return compose_config([f"conditions={name}"])["conditions"]
+    return compose_plain([f"conditions={name}"])["conditions"]
 
 
 def conditions(name: str, drop_symbols: bool = False) -> dict:

@@ -67,7 +67,7 @@ def write_replay(path: Path, data_dir: Path, n: int) -> Path:
     from prism.questions import freeze_question_set
 
     cfg = compose_config([])
-    names = condition_set_from_config(cfg["conditions"]).names
+    names = condition_set_from_config(cfg.conditions).names
     frozen = freeze_question_set("arc_challenge", "test", n, 0, data_dir, path.parent / "replay-frozen")
     path.write_text("".join(json.dumps({"question_id": q.question_id, "condition": c, "response": "A"}) + "\n"
                             for q in frozen.questions for c in names), encoding="utf-8")
@@ -104,7 +104,7 @@ def test_installed_commands_and_a_replay_run(site: Path, tmp_path: Path, data_di
     assert done.returncode == 0, done.stderr[-3000:]
     assert "MLflow run" in done.stdout
     records = (work / "replay" / "responses" / "responses.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(records) == 2 * len(compose_config([])["conditions"]["conditions"])
+    assert len(records) == 2 * len(compose_config([]).conditions.conditions)
 
 
 @pytest.mark.model

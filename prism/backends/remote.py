@@ -12,12 +12,13 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from prism.backends.base import BackendError
 from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries, transport_failure
+from prism.config import RemoteModelConfig
 
 T = TypeVar("T")
 
@@ -45,25 +46,24 @@ class RemoteSettings:
     reached: threading.Event = dataclasses.field(default_factory=threading.Event, compare=False, repr=False)
 
     @classmethod
-    def from_config(cls, model_cfg: Mapping[str, Any]) -> RemoteSettings:
-        """Read and check the settings; a missing key takes the schema's default.
+    def from_config(cls, model: RemoteModelConfig) -> RemoteSettings:
+        """Read and check the settings (the schema holds their defaults).
 
         Raises:
             BackendError: Naming the key and the value it got, when one is out of range.
         """
-        defaults = RetryPolicy()
-        concurrency = _number(model_cfg, "concurrency", 1)
+        concurrency = _number(model, "concurrency")
         if concurrency != int(concurrency) or concurrency < 1:
             raise BackendError(f"model.concurrency must be a whole number >= 1, not {concurrency!r}; "
                                "it is how many requests PRISM keeps in flight at once.")
-        timeout = _number(model_cfg, "request_timeout_s", 120.0)
+        timeout = _number(model, "request_timeout_s")
         if not timeout > 0:
             raise BackendError(f"model.request_timeout_s must be > 0 seconds, not {timeout!r}.")
         try:
             retry = RetryPolicy(
-                budget_s=_number(model_cfg, "retry_budget_s", defaults.budget_s),
-                base_delay_s=_number(model_cfg, "retry_base_delay_s", defaults.base_delay_s),
-                max_delay_s=_number(model_cfg, "retry_max_delay_s", defaults.max_delay_s),
+                budget_s=_number(model, "retry_budget_s"),
+                base_delay_s=_number(model, "retry_base_delay_s"),
+                max_delay_s=_number(model, "retry_max_delay_s"),
             )
         except ValueError as exc:
             raise BackendError(f"model.retry_* is out of range: {exc}.") from exc
@@ -83,11 +83,12 @@ def quiet_transport_logs() -> None:
             logger.setLevel(logging.WARNING)
 
 
-def _number(model_cfg: Mapping[str, Any], key: str, default: float) -> float:
-    """``model_cfg[key]`` as a finite float (``default`` when absent or null)."""
-    value = model_cfg.get(key)
-    if value is None:
-        return float(default)
+def _number(model: RemoteModelConfig, key: str) -> float:
+    """``model.<key>`` as a finite float.
+
+    The schema's types do not rule out ``inf`` or ``nan``, nor, for a config built in code, any value at all.
+    """
+    value = getattr(model, key)
     try:
         number = float(value)
     except (TypeError, ValueError):

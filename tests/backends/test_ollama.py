@@ -28,6 +28,7 @@ from prism.backends.ollama import (
     read_reply,
     resolve_host,
 )
+from prism.config import OllamaModelConfig
 from prism.pipeline import run
 from prism.types import GenerationParams, Prompt
 
@@ -45,7 +46,7 @@ def request(**params) -> Request:
 
 
 def backend(stub: OllamaStub, **cfg) -> OllamaBackend:
-    return OllamaBackend({"name": "llama3", "backend": "ollama", "host": stub.url, **FAST_RETRY, **cfg})
+    return OllamaBackend(OllamaModelConfig(**{"name": "llama3", "host": stub.url, **FAST_RETRY, **cfg}))
 
 
 def free_port() -> int:
@@ -136,7 +137,7 @@ def test_accepted_addresses_normalize_like_the_official_client(raw: str, expecte
 @pytest.mark.parametrize(("raw", "why"), REJECTED.items())
 def test_rejected_addresses_fail_before_any_request_naming_the_setting(raw: str, why: str) -> None:
     with pytest.raises(BackendError, match=r"model.host=") as caught:
-        OllamaBackend({"name": "llama3", "host": raw})
+        OllamaBackend(OllamaModelConfig(name="llama3", host=raw))
     assert why in str(caught.value) and "http://HOST:PORT" in str(caught.value)
 
 
@@ -184,7 +185,7 @@ def test_identity_pins_the_listed_digest_with_the_normalized_tag_and_server_vers
 
 def test_a_model_that_is_not_pulled_is_one_clear_error_before_any_chat() -> None:
     with OllamaStub() as stub:
-        b = OllamaBackend({"name": "mistral", "host": stub.url})
+        b = OllamaBackend(OllamaModelConfig(name="mistral", host=stub.url))
         with pytest.raises(BackendError, match="`ollama pull mistral`") as caught:
             b.identity()
         b.close()
@@ -194,7 +195,7 @@ def test_a_model_that_is_not_pulled_is_one_clear_error_before_any_chat() -> None
 
 def test_a_server_that_is_not_ollama_is_named_as_such() -> None:
     with OllamaStub() as stub:
-        b = OllamaBackend({"name": "llama3", "host": f"{stub.url}/not-ollama"})
+        b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"{stub.url}/not-ollama"))
         with pytest.raises(BackendError, match=r"HTTP 404.*does not look like an Ollama server"):
             b.identity()
         b.close()
@@ -249,7 +250,7 @@ def test_a_server_error_is_a_failed_request_and_a_refused_client_stops_the_run()
 
 def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_start_it() -> None:
     port = free_port()
-    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}", "retry_budget_s": 0.5, **FAST_RETRY})
+    b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"127.0.0.1:{port}", retry_budget_s=0.5, **FAST_RETRY))
     start = time.monotonic()
     with pytest.raises(BackendError) as caught:
         b.identity()
@@ -495,3 +496,14 @@ def test_live_ollama_tiny_experiment(workdir: Path, data_dir: Path) -> None:
     raw = raw_records(result.output_dir)
     assert len(raw) == 10 and all(len(r["model_digest"]) == 64 for r in raw)
     assert client(f"sqlite:///{workdir}/mlflow.db").get_run(result.run_id).info.status == "FINISHED"
+
+
+def test_num_ctx_is_part_of_the_completion_key_only_when_set(overrides, workdir) -> None:
+    with OllamaStub() as stub:
+        first = run(compose_config(overrides(stub)), output_dir=workdir / "first")
+        wider = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "wider")
+        again = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "again")
+        default = run(compose_config(overrides(stub)), output_dir=workdir / "default")
+    assert (first.n_fresh, wider.n_fresh, again.n_fresh, default.n_fresh) == (25, 25, 0, 0)
+    assert len(stub.chats) == 50  # a num_ctx that can cut a prompt is asked for, never served the default's
+    assert {c["options"].get("num_ctx") for c in stub.chats[25:]} == {8192}

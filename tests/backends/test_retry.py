@@ -19,6 +19,7 @@ from prism.backends.retry import (
     transient_status,
     transport_failure,
 )
+from prism.config import OllamaModelConfig, OpenAIModelConfig
 
 
 class FakeTime:
@@ -133,13 +134,15 @@ def test_policy_and_settings_reject_values_that_cannot_work() -> None:
         RetryPolicy(budget_s=-1)
     with pytest.raises(ValueError, match="base_delay_s"):
         RetryPolicy(base_delay_s=0)
-    settings = RemoteSettings.from_config({"concurrency": 4, "retry_budget_s": 2})
+    settings = RemoteSettings.from_config(OllamaModelConfig(name="m", concurrency=4, retry_budget_s=2))
     assert (settings.concurrency, settings.retry.budget_s, settings.request_timeout_s) == (4, 2.0, 120.0)
     for bad, match in (({"concurrency": 0}, "concurrency"), ({"concurrency": 1.5}, "concurrency"),
                        ({"request_timeout_s": 0}, "request_timeout_s"), ({"retry_budget_s": -1}, "retry"),
-                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency")):
+                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency"),
+                       ({"request_timeout_s": float("inf")}, "request_timeout_s")):
         with pytest.raises(BackendError, match=match):
-            RemoteSettings.from_config(bad)
+            RemoteSettings.from_config(OpenAIModelConfig(name="m", **bad))
+
 
 
 def test_a_refused_connection_gets_the_shorter_budget_and_other_failures_the_full_one() -> None:
@@ -168,7 +171,7 @@ def test_a_server_never_reached_fails_fast_and_one_that_answered_gets_the_full_b
                         lambda *args, **kwargs: real(*args, **kwargs, clock=t.clock, sleep=t.sleep))
     request = httpx.Request("GET", "http://127.0.0.1:9/api/tags")
     refused = httpx.ConnectError("All connection attempts failed", request=request)
-    settings = RemoteSettings.from_config({"retry_budget_s": 30, "retry_max_delay_s": 0.5})
+    settings = RemoteSettings.from_config(OllamaModelConfig(name="m", retry_budget_s=30, retry_max_delay_s=0.5))
 
     def attempt(outcome: Exception | None):
         def call() -> str:
