@@ -17,6 +17,7 @@ from typing import Any
 
 from prism.backends.base import Backend, Request
 from prism.config import MODEL_SCHEMAS, ModelConfig
+from prism.records import RawRecord
 from prism.store import CompletionStore, ResponseLog, store_key
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 
@@ -28,7 +29,7 @@ COMPLETION_FIELDS = ("response", "latency_s", "prompt_tokens", "completion_token
 
 @dataclass(frozen=True)
 class Cell:
-    """A request plus the context its raw record needs."""
+    """A request plus the context its raw record needs and its key in the completion store."""
 
     request: Request
     dataset: str
@@ -77,33 +78,37 @@ def keyed_settings(model: ModelConfig) -> dict[str, Any]:
 
 
 def raw_record(
-    cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None
-) -> dict[str, Any]:
-    """Build the raw response record (docs/architecture.md) from a cell and the completion's fields."""
+    cell: Cell, identity: ModelIdentity, completion: Mapping[str, Any], cached: bool, error: str | None
+) -> RawRecord:
+    """Build the raw response record (docs/architecture.md) from a cell and the completion's stored fields.
+
+    The one place a raw record is made: a failed request (``error`` set) has no response, whatever the
+    backend said.
+    """
     prompt = cell.request.prompt
-    return {
-        "question_id": prompt.question_id,
-        "dataset": cell.dataset,
-        "split": cell.split,
-        "condition": prompt.condition,
-        "repetition": cell.request.repetition,
-        "prompt": prompt.text,
-        "prompt_sha256": prompt.sha256,
-        "response": completion.get("response"),
-        "model": identity.name,
-        "model_digest": identity.digest,
-        "backend": identity.backend,
-        "generation": cell.request.params.canonical(),
-        "backend_options": completion.get("backend_options") or {},
-        "latency_s": completion.get("latency_s"),
-        "prompt_tokens": completion.get("prompt_tokens"),
-        "completion_tokens": completion.get("completion_tokens"),
-        "timestamp": completion.get("timestamp") or utc_now(),
-        "template_version": prompt.template_version,
-        "protocol_version": PROTOCOL_VERSION,
-        "cached": cached,
-        "error": error,
-    }
+    return RawRecord(
+        question_id=prompt.question_id,
+        dataset=cell.dataset,
+        split=cell.split,
+        condition=prompt.condition,
+        repetition=cell.request.repetition,
+        prompt=prompt.text,
+        prompt_sha256=prompt.sha256,
+        response=None if error is not None else completion.get("response"),
+        model=identity.name,
+        model_digest=identity.digest,
+        backend=identity.backend,
+        generation=cell.request.params.canonical(),
+        backend_options=completion.get("backend_options") or {},
+        latency_s=completion.get("latency_s"),
+        prompt_tokens=completion.get("prompt_tokens"),
+        completion_tokens=completion.get("completion_tokens"),
+        timestamp=completion.get("timestamp") or utc_now(),
+        template_version=prompt.template_version,
+        protocol_version=PROTOCOL_VERSION,
+        cached=cached,
+        error=error,
+    )
 
 
 def completion_fields(completion: Completion) -> dict[str, Any]:
@@ -165,8 +170,8 @@ def collect(
     response_log: ResponseLog,
     store: CompletionStore | None,
     run_id: str | None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    on_record: Callable[[RawRecord], None] | None = None,
+) -> list[RawRecord]:
     """Ask for every cell, writing each record to the log and the store the moment it arrives.
 
     Args:
@@ -181,12 +186,10 @@ def collect(
     Returns:
         The raw records, in arrival order.
     """
-    records: list[dict[str, Any]] = []
+    records: list[RawRecord] = []
     for cell, completion in dispatch(backend, cells, backend.concurrency):
         fields = completion_fields(completion)
         record = raw_record(cell, identity, fields, cached=False, error=completion.error)
-        if completion.error is not None:
-            record["response"] = None  # a failed request has no response, whatever the backend said
         # Store first, then log: a kill between the two leaves a stored completion that the next run
         # reuses, never a logged one that the next run would ask for again.
         if store is not None and completion.error is None:
@@ -195,7 +198,7 @@ def collect(
                 generation=cell.request.params.canonical(), repetition=cell.request.repetition,
                 record={k: fields[k] for k in COMPLETION_FIELDS}, run_id=run_id, created_at=fields["timestamp"],
             )
-        response_log.append(record)
+        response_log.append(record.to_json())
         records.append(record)
         if on_record is not None:
             on_record(record)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prism.records import CELL_COLUMNS
+
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "question_id",
     "condition",
@@ -56,7 +58,7 @@ QUESTION_METRIC_NAMES: tuple[str, ...] = (
     "n_responses",
 )
 
-_CELL = ["question_id", "condition", "repetition"]
+_CELL = list(CELL_COLUMNS)
 _QUESTION_REPETITION = ["question_id", "repetition"]
 _COUNT_COLUMNS = ["n_observed", "n_recovered", "n_correct", "n_compliant"]
 _FLAGS = ("recovered", "compliant", "correct")

@@ -27,6 +27,7 @@ from prism.inference import COMPLETION_FIELDS, Cell, collect, keyed_settings, ma
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.records import RawRecord
 from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
@@ -155,7 +156,7 @@ def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_s
 
 
 def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: ModelIdentity,
-                  response_log: ResponseLog) -> tuple[list[dict[str, Any]], list[Cell]]:
+                  response_log: ResponseLog) -> tuple[list[RawRecord], list[Cell]]:
     """Split cells into stored ones (logged now with ``cached: true``) and ones still to ask for."""
     if store is None:
         return [], cells
@@ -166,7 +167,7 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
             missing.append(cell)
             continue
         record = raw_record(cell, identity, {k: stored.get(k) for k in COMPLETION_FIELDS}, cached=True, error=None)
-        response_log.append(record)
+        response_log.append(record.to_json())
         reused.append(record)
     return reused, missing
 
@@ -330,7 +331,7 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path,
-        run_id: str) -> tuple[list[dict[str, Any]], int]:
+        run_id: str) -> tuple[list[RawRecord], int]:
     """Log the run's inputs, reuse stored cells, ask the model for the rest; return records and fresh count."""
     from tqdm import tqdm
 

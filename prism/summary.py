@@ -10,7 +10,6 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -19,13 +18,12 @@ from prism.consistency import consistency_metrics, consistency_summary, question
 from prism.metrics import condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
+from prism.records import RawRecord, ScoredRecord
 from prism.scoring import score_record
 from prism.types import Prompt
 
 
-def score_all(
-    records: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet
-) -> list[dict[str, Any]]:
+def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: ConditionSet) -> list[ScoredRecord]:
     """Parse and score every raw record, in (condition, question, repetition) order.
 
     Args:
@@ -34,7 +32,8 @@ def score_all(
         condition_set: The conditions the prompts were rendered with.
 
     Returns:
-        Scored records (docs/architecture.md), without the prompt text, which stays in ``responses.jsonl``.
+        Scored records (docs/architecture.md); their JSON leaves out the prompt text, which stays in
+        ``responses.jsonl``.
     """
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
@@ -42,25 +41,23 @@ def score_all(
     order = {name: i for i, name in enumerate(condition_set.names)}
     position = {q.question_id: i for i, q in enumerate(frozen.questions)}
     scored = []
-    for raw in sorted(records, key=lambda r: (order[r["condition"]], position[r["question_id"]], r["repetition"])):
-        key = (raw["question_id"], raw["condition"])
+    for raw in sorted(records, key=lambda r: (order[r.condition], position[r.question_id], r.repetition)):
+        key = (raw.question_id, raw.condition)
         if key not in prompts:
             prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
         prompt = prompts[key]
-        if raw.get("prompt_sha256", prompt.sha256) != prompt.sha256:
+        if raw.prompt_sha256 != prompt.sha256:
             # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
             raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
                              "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
-        if raw.get("error") is None and raw.get("response") is not None:
-            parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options)
-        record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
-        record.pop("prompt", None)
-        scored.append(record)
+        if raw.error is None and raw.response is not None:
+            parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options)
+        scored.append(score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION))
     return scored
 
 
-def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet,
+def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
     """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
 
@@ -70,10 +67,11 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     """
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
+    records = [record.to_json() for record in scored]
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
-        for record in scored:
+        for record in records:
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    frame = pd.DataFrame(list(scored))
+    frame = pd.DataFrame(records)
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)

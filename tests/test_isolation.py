@@ -113,7 +113,8 @@ def test_scrambling_the_answer_key_changes_correctness_only(frozen: Any, conditi
         dataclasses.replace(q, answer=rng.choice([label for label in q.labels if label != q.answer]))
         for q in frozen.questions))
 
-    true_key, wrong_key = score_all(records, frozen, condition_set), score_all(records, scrambled, condition_set)
+    true_key = [s.to_json() for s in score_all(records, frozen, condition_set)]
+    wrong_key = [s.to_json() for s in score_all(records, scrambled, condition_set)]
     assert len(true_key) == len(records) > 0
     for a, b in zip(true_key, wrong_key, strict=True):
         assert {k: a[k] for k in PARSED_FIELDS} == {k: b[k] for k in PARSED_FIELDS}

@@ -266,7 +266,7 @@ def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_ret
     from prism.backends.remote import FIRST_CONTACT_BUDGET_S
 
     port = free_port()
-    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}"})  # the default 30 s budget
+    b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"127.0.0.1:{port}"))  # the default 30 s budget
     with pytest.raises(BackendError) as caught:
         b.identity()
     b.close()
