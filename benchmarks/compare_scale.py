@@ -130,7 +130,8 @@ def make_runs(ctx: Context, n_runs: int, n_questions: int) -> tuple[list[str], f
         lines = (json.dumps(r) for r in replay_records(index, list(frozen.questions), conditions))
         replay.write_text("\n".join(lines) + "\n", encoding="utf-8")
         (models_dir / f"{name}.yaml").write_text(
-            yaml.safe_dump({"name": name, "backend": "replay", "path": str(replay)}), encoding="utf-8")
+            yaml.safe_dump({"defaults": ["/schema/model/replay@_here_", "_self_"], "name": name, "backend": "replay",
+                            "path": str(replay)}), encoding="utf-8")
     db = work / "mlflow.db"
     made = run_timed(
         [sys.executable, "-m", "prism", "-m", f"hydra.searchpath=[file://{work / 'conf'}]",
