@@ -29,6 +29,7 @@ BENCHMARKS = {
     "startup": "benchmarks.startup",
     "compare": "benchmarks.compare_scale",
     "concurrency": "benchmarks.concurrency",
+    "publish": "benchmarks.publish_site",
 }
 
 

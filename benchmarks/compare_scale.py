@@ -82,6 +82,8 @@ def replay_records(model: int, questions: Sequence[Question], conditions: Sequen
     records: list[dict[str, object]] = []
     for q in questions:
         difficulty = random.Random(f"compare-scale-question-{q.question_id}").gauss(0.0, 1.2)
+        if q.answer is None:  # ARC-Challenge keys every question; a keyless item has no right answer to model
+            raise SystemExit(f"question {q.question_id} has no answer key; the compare benchmark needs keyed items")
         wrong = [label for label in q.labels if label != q.answer]
         base = q.answer if rng.random() < _sigmoid(skill - difficulty) else rng.choice(wrong)
         for condition in conditions:

