@@ -13,19 +13,20 @@ work. The 20 runs are made by one Hydra multirun of ``python -m prism`` over 20 
 not 20 start-ups; the configs sit on a Hydra search path in the scratch directory), store off, into a
 SQLite tracking store there.
 
-Per-run work (download, parse, accuracy, sensitivity, shifts, GEE rows) grows linearly with the runs; the
-cross-model tables (divergence, differences) are computed for every pair, 190 pairs at 20 runs, so they grow
-quadratically. The report says how much of the time is which by solving ``t = a + b*k + c*k*(k-1)/2`` through the
-three sizes.
+By default a comparison pairs every run with one reference run (``pairs=reference``), so every table
+grows linearly with the runs, and the differences table lists at most 200 cells per pair
+(``differences.max_per_pair``). The report fits ``t = a + b*k`` through the three sizes (least squares) and
+gives t(20)/t(10). ``--only compare`` also times the largest size with ``pairs=all
+differences.max_per_pair=null`` (today's all-pairs, uncapped tables) in the same run, for the ratio.
 
 Profiled first (py-spy, 4 runs x 1,000 questions): the pairwise tables spent two thirds of their time
 drawing bootstrap weights that are the same for every pair (same seed, same questions), and a fifth building
 Cohen's kappa's table with ``pandas.crosstab``; the sensitivity table spent most of its time in the full
 ``gc.collect()`` that statsmodels' Holm correction runs on every call. ``prism.stats`` now keeps the weights,
 counts with ``numpy.bincount`` and computes Holm with statsmodels' own operations; every table is byte for
-byte what it was. The divergence table went from 1.50 s to 0.30 s and the sensitivity table from 1.58 s to
-0.44 s at that size; the whole command from 12.1 s to 9.1 s. What remains per run is mostly the shifts
-table's two-level bootstrap, a Python loop over questions (``prism.shifts._bootstrap``).
+byte what it was. Then (py-spy, 5 runs): the shifts table's two-level bootstrap visited every question of
+every step in a Python loop even when a question has one response per condition and nothing to redraw;
+those questions are now resampled in one matrix product (``prism.shifts._bootstrap``), byte-identical.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -132,7 +134,8 @@ def make_runs(ctx: Context, n_runs: int, n_questions: int) -> tuple[list[str], f
         lines = (json.dumps(r) for r in replay_records(index, list(frozen.questions), conditions))
         replay.write_text("\n".join(lines) + "\n", encoding="utf-8")
         (models_dir / f"{name}.yaml").write_text(
-            yaml.safe_dump({"name": name, "backend": "replay", "path": str(replay)}), encoding="utf-8")
+            yaml.safe_dump({"defaults": ["/schema/model/replay@_here_", "_self_"], "name": name, "backend": "replay",
+                            "path": str(replay)}), encoding="utf-8")
     db = work / "mlflow.db"
     made = run_timed(
         [sys.executable, "-m", "prism", "-m", f"hydra.searchpath=[file://{work / 'conf'}]",
@@ -147,25 +150,27 @@ def make_runs(ctx: Context, n_runs: int, n_questions: int) -> tuple[list[str], f
     return run_ids, made.seconds, db
 
 
-def compare_command(run_ids: list[str], db: Path, out: Path) -> list[str]:
+# Today's tables before the reference pairing: every pair of runs, every differing cell listed.
+ALL_PAIRS = ("pairs=all", "differences.max_per_pair=null")
+
+
+def compare_command(run_ids: list[str], db: Path, out: Path, extra: Sequence[str] = ()) -> list[str]:
     """The measured command: ``python -m prism.compare`` over exactly these runs, defaults otherwise."""
     return [sys.executable, "-m", "prism.compare", f"runs=[{','.join(run_ids)}]", f"tracking.uri=sqlite:///{db}",
-            f"output_dir={out}", f"hydra.run.dir={out}"]
+            f"output_dir={out}", f"hydra.run.dir={out}", *extra]
 
 
-def growth(sizes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float, float]:
-    """Split wall times into a fixed, a per-run and a per-pair cost: solve t = a + b*k + c*k*(k-1)/2.
-
-    Three sizes give exactly one solution; it is a reading of the measured times, not a model fitted to many.
+def growth(sizes: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
+    """Split wall times into a fixed and a per-run cost: the least-squares line t = a + b*k through the sizes.
 
     Returns:
-        (a, b, c): seconds once, per run, and per pair of runs.
+        (a, b): seconds once, and per run.
     """
     import numpy as np
 
-    matrix = np.array([[1.0, k, k * (k - 1) / 2] for k in sizes])
-    fixed, per_run, per_pair = np.linalg.solve(matrix, np.asarray(seconds, dtype=float))
-    return float(fixed), float(per_run), float(per_pair)
+    matrix = np.array([[1.0, k] for k in sizes])
+    (fixed, per_run), *_ = np.linalg.lstsq(matrix, np.asarray(seconds, dtype=float), rcond=None)
+    return float(fixed), float(per_run)
 
 
 def run(ctx: Context) -> Section:
@@ -178,46 +183,44 @@ def run(ctx: Context) -> Section:
     # so the first timed size does not pay for a cold page cache.
     run_timed(compare_command(run_ids[:2], db, work / "compare-warmup"), cwd=work)
     timed = {k: run_timed(compare_command(run_ids[:k], db, work / f"compare-{k}"), cwd=work) for k in sizes}
-
     small, mid, large = sizes
-    fixed, per_run, per_pair = growth(sizes, [timed[k].seconds for k in sizes])
-    pairs_large = large * (large - 1) // 2
+    every = run_timed(compare_command(run_ids[:large], db, work / f"compare-{large}-all", ALL_PAIRS), cwd=work)
+
+    fixed, per_run = growth(sizes, [timed[k].seconds for k in sizes])
     figures: dict[str, float] = {
         "setup_s": setup_s, "n_questions": float(n_questions),
         "ratio_mid_small": timed[mid].seconds / timed[small].seconds,
         "ratio_large_mid": timed[large].seconds / timed[mid].seconds,
-        "fixed_s": fixed, "per_run_s": per_run, "per_pair_s": per_pair,
-        "pairwise_share_large": per_pair * pairs_large / timed[large].seconds,
+        "fixed_s": fixed, "per_run_s": per_run,
+        "all_pairs_wall_s": every.seconds, "all_pairs_peak_rss_mib": every.max_rss_mib,
     }
-    rows = ["| runs | pairs | cells compared | wall s | s per run | peak RSS MiB | differences.csv MiB |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def row(k: int, pairs: int, t: Any, out: str, label: str) -> str:
+        differences = (work / out / "comparison" / "differences.csv").stat().st_size / 2**20
+        return (f"| {k} | {label} | {pairs} | {k * n_questions * len(conditions):,} | {t.seconds:.1f} | "
+                f"{t.seconds / k:.2f} | {t.max_rss_mib:.0f} | {differences:.1f} |")
+
+    rows = ["| runs | pairs | pairs made | cells compared | wall s | s per run | peak RSS MiB | differences.csv MiB |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k, t in timed.items():
-        differences = (work / f"compare-{k}" / "comparison" / "differences.csv").stat().st_size / 2**20
-        rows.append(f"| {k} | {k * (k - 1) // 2} | {k * n_questions * len(conditions):,} | {t.seconds:.1f} | "
-                    f"{t.seconds / k:.2f} | {t.max_rss_mib:.0f} | {differences:.1f} |")
+        rows.append(row(k, k - 1, t, f"compare-{k}", "reference (default)"))
         figures[f"wall_s_{k}"] = t.seconds
         figures[f"peak_rss_mib_{k}"] = t.max_rss_mib
-        figures[f"differences_mib_{k}"] = differences
-    if min(fixed, per_run, per_pair) < 0:  # noise larger than a cost: no honest split
-        split = (f"Solving t = a + b*k + c*k(k-1)/2 through the three sizes gives a negative cost (a = {fixed:.1f}, "
-                 f"b = {per_run:.2f}, c = {per_pair:.3f} s): at these sizes the noise is larger than what it splits.")
-    else:
-        split = (f"Solving t = a + b*k + c*k(k-1)/2 through the three sizes: a = {fixed:.1f} s once (start-up, "
-                 f"MLflow, plots), b = {per_run:.2f} s per run, c = {per_pair:.3f} s per pair; at {large} runs the "
-                 f"{pairs_large} pairs are {100 * figures['pairwise_share_large']:.0f}% of the time.")
+    rows.append(row(large, large * (large - 1) // 2, every, f"compare-{large}-all", "all, uncapped"))
     body = [
         f"{large} replay runs of {n_questions:,} ARC-Challenge questions x {len(conditions)} conditions (P0-P4), "
         f"made by one multirun of `python -m prism` in {setup_s:.0f} s (setup, not timed below); then "
-        "`python -m prism.compare runs=[...]` with its defaults (2000 bootstrap resamples, 2000 permutations, "
-        "the answer measure) over the first k runs, each in its own process.",
+        "`python -m prism.compare runs=[...]` with its defaults (each run against the first, at most 200 listed "
+        "differences per pair, 2000 bootstrap resamples, 2000 permutations, the answer measure) over the first k "
+        f"runs, each in its own process, and once over all {large} with `{' '.join(ALL_PAIRS)}` (every pair, "
+        "every differing cell listed: the tables before the reference pairing).",
         "",
         *rows,
         "",
         f"**t({mid})/t({small}) = {figures['ratio_mid_small']:.2f}, t({large})/t({mid}) = "
-        f"{figures['ratio_large_mid']:.2f}** (proportional to the runs: {mid / small:.1f} and {large / mid:.1f}). "
-        "Per-run work (download, parse, accuracy, sensitivity, shifts, the clustered model) is linear; the "
-        "divergence and differences tables are made for every pair of runs, so they are quadratic (so is the "
-        "differences table's file: every cell where two runs answer differently, with both responses and the "
-        "prompt). " + split,
+        f"{figures['ratio_large_mid']:.2f}** (proportional to the runs: {mid / small:.1f} and {large / mid:.1f}); "
+        f"the line t = a + b*k through the three sizes: a = {fixed:.1f} s once (start-up, MLflow, plots), "
+        f"b = {per_run:.2f} s per run. All pairs at {large} runs: {every.seconds:.1f} s, "
+        f"{every.seconds / timed[large].seconds:.2f}x the default.",
     ]
     return Section("5. Compare at scale", COMMAND, body, figures)

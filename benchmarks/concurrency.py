@@ -27,6 +27,11 @@ from benchmarks.common import REPO, Context, Section
 COMMAND = "python -m benchmarks --only concurrency"
 LEVELS = (1, 2, 4, 8)
 GOAL = 1.3  # concurrency 4 within 1.3x of a quarter of the serial time
+# Server scale: many requests at the concurrency a vLLM server is run with; the goal is wall time within
+# 1.1x of the ideal N x latency / concurrency.
+SERVER_LEVELS = (64, 256)
+SERVER_REQUESTS = 2048
+SERVER_GOAL = 1.1
 
 
 @dataclass(frozen=True)
@@ -111,11 +116,11 @@ def backend_for(name: str, stub: Any, concurrency: int) -> Any:
     return OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url, concurrency=concurrency))
 
 
-def measure(name: str, delay_s: float, n: int, workdir: Path) -> list[Measured]:
+def measure(name: str, delay_s: float, n: int, workdir: Path, levels: tuple[int, ...] = LEVELS) -> list[Measured]:
     """Start ``name``'s stub with ``delay_s`` per request and time ``n`` requests at each concurrency."""
     results = []
     with stub_for(name, delay_s) as stub:
-        for c in LEVELS:
+        for c in levels:
             backend = backend_for(name, stub, c)
             stub.max_in_flight = 0  # the most at once during this concurrency only
             seconds = timed_collect(backend, n, workdir / f"{name}-c{c}")
@@ -154,4 +159,29 @@ def run(ctx: Context) -> Section:
         f"Serial time over the server's own {n} x {delay:g} s: {figures['ollama_serial_overhead']:.3f} (Ollama), "
         f"{figures['openai_serial_overhead']:.3f} (OpenAI-compatible).",
     ]
+    body += server_scale(ctx, figures)
     return Section("6. Concurrency against loopback servers", COMMAND, body, figures)
+
+
+def server_scale(ctx: Context, figures: dict[str, float]) -> list[str]:
+    """Many requests at server-scale concurrency: wall time against the ideal N x latency / concurrency."""
+    n, delay, levels = (64, 0.05, (8, 16)) if ctx.quick else (SERVER_REQUESTS, 0.2, SERVER_LEVELS)
+    body = ["", f"Server scale: {n:,} distinct requests of {delay:g} s each at {' and '.join(map(str, levels))} in "
+                "flight, same path (one thread per request in flight, `concurrent.futures`), ideal = "
+                f"{n:,} x {delay:g} s / concurrency.", "",
+            "| server | concurrency | wall s | ideal s | ratio | requests/s | max in flight seen |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name in ("ollama", "openai"):
+        for m in measure(name, delay, n, ctx.workdir / "server-scale", levels):
+            ideal = n * delay / m.concurrency
+            body.append(f"| {name} | {m.concurrency} | {m.seconds:.2f} | {ideal:.2f} | {m.seconds / ideal:.2f} | "
+                        f"{n / m.seconds:.0f} | {m.max_in_flight} |")
+            figures[f"server_{name}_wall_s_c{m.concurrency}"] = m.seconds
+            figures[f"server_{name}_ratio_c{m.concurrency}"] = m.seconds / ideal
+            figures[f"server_{name}_max_in_flight_c{m.concurrency}"] = float(m.max_in_flight)
+    worst = max(v for k, v in figures.items() if k.startswith("server_") and "_ratio_" in k)
+    body += ["", f"**Worst ratio at server scale: {worst:.2f}x the ideal** (goal <= {SERVER_GOAL}x: "
+                 f"{'met' if worst <= SERVER_GOAL else 'NOT met'}). The stub answers in the same process as "
+                 "the client, so both share one interpreter's CPU; requests/s flat across concurrencies means "
+                 "CPU, not the number of threads, is what limits."]
+    return body

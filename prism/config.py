@@ -325,6 +325,15 @@ class CompareFilters:
 
 
 @dataclass
+class CompareDifferences:
+    """How much of the differences table a comparison lists."""
+
+    # Most differing cells listed per pair of runs (the rest are counted in difference_counts.csv);
+    # null lists them all. Only the listing is capped: every statistic uses every paired cell.
+    max_per_pair: int | None = 200
+
+
+@dataclass
 class CompareConfig:
     """A comparison of finished runs read from MLflow (see ``prism.compare``).
 
@@ -337,6 +346,12 @@ class CompareConfig:
     # Explicit MLflow run ids; when given, the filters must be left unset.
     runs: list[str] = field(default_factory=list)
     filters: CompareFilters = field(default_factory=CompareFilters)
+    # Which pairs of runs the divergence and differences tables hold: "reference" (each run against one
+    # reference run, linear in the runs) or "all" (every pair, quadratic).
+    pairs: str = "reference"
+    # The reference run's id; null: the first of ``runs``, else the earliest-started selected run.
+    reference: str | None = None
+    differences: CompareDifferences = field(default_factory=CompareDifferences)
     # The condition every other condition of a model is compared with.
     baseline: str = "P0"
     # Bootstrap resamples (B) and seed of every interval.

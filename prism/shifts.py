@@ -245,10 +245,14 @@ def _labels(n_from: int, n_to: int) -> tuple[NDArray[np.float64], NDArray[np.flo
 
 def question_components(data: StepData) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per question, the between and the within of the observed responses (within NaN without two of each)."""
-    parts = [_components(m, *_labels(int(a), int(b))) for m, a, b in zip(data.matrices, data.n_from, data.n_to,
-                                                                          strict=True)]
-    between = np.asarray([b[0] for b, _ in parts], dtype=np.float64)
-    within = np.asarray([w[0] for _, w in parts], dtype=np.float64)
+    between = np.empty(len(data.matrices), dtype=np.float64)
+    within = np.full(len(data.matrices), np.nan, dtype=np.float64)
+    for q, (m, a, b) in enumerate(zip(data.matrices, data.n_from, data.n_to, strict=True)):
+        if a == 1 and b == 1:  # one response of each: the one cross pair, and no within
+            between[q] = m[0, 1]
+            continue
+        parts = _components(m, *_labels(int(a), int(b)))
+        between[q], within[q] = parts[0][0], parts[1][0]
     return between, within
 
 
@@ -273,7 +277,19 @@ def _bootstrap(data: StepData, n_boot: int, rng: np.random.Generator, repeated: 
     counts = np.bincount((np.arange(n_boot)[:, None] * n + drawn).ravel(), minlength=n_boot * n).reshape(n_boot, n)
     totals = np.zeros(n_boot, dtype=np.float64)
     used = np.zeros(n_boot, dtype=np.float64)
+    # A question with one response of each condition has nothing to redraw (drawing one of one consumes
+    # no random numbers), and every copy of it has the same between and no within: all such questions
+    # are added at once, and the loop below draws exactly the numbers it drew when it visited them too.
+    single = (data.n_from == 1) & (data.n_to == 1)
+    if single.any() and not repeated:
+        value = np.asarray([m[0, 1] for m, s in zip(data.matrices, single, strict=True) if s], dtype=np.float64)
+        finite = np.isfinite(value)
+        weights = counts[:, single][:, finite].astype(np.float64)
+        totals += weights @ value[finite]
+        used += weights.sum(axis=1)
     for q, matrix in enumerate(data.matrices):
+        if single[q] and not repeated:
+            continue
         resample = np.repeat(np.arange(n_boot), counts[:, q])
         if resample.size == 0:
             continue

@@ -279,3 +279,42 @@ def test_pairs_are_distinct_repetitions_never_a_response_with_itself() -> None:
     within = np.mean([x != y for x, y in combinations(["A", "A", "A", "B"], 2)])
     full = shifts.shift(step((["A", "A", "A", "B"], ["A", "A"])), n_boot=5, n_permutations=5, seed=0)
     assert full.within == pytest.approx((within + 0) / 2)
+
+
+def _bootstrap_by_definition(data: StepData, n_boot: int, seed: int) -> np.ndarray:
+    """The two-level bootstrap drawn number by number in the order :func:`prism.shifts.shift` draws them.
+
+    Questions are drawn per resample; then question by question, every copy of it (in resample order)
+    draws its from-responses, then its to-responses. Without repetitions the value is the between.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
+    n = len(data.matrices)
+    drawn = rng.integers(0, n, size=(n_boot, n))
+    values: list[list[float]] = [[] for _ in range(n_boot)]
+    for q, matrix in enumerate(data.matrices):
+        a, b = int(data.n_from[q]), int(data.n_to[q])
+        copies = [r for r in range(n_boot) for _ in range(int((drawn[r] == q).sum()))]
+        picks_from = rng.integers(0, a, size=(len(copies), a))
+        picks_to = a + rng.integers(0, b, size=(len(copies), b))
+        for row, r in enumerate(copies):
+            values[r].append(float(np.mean([matrix[i, j] for i in picks_from[row] for j in picks_to[row]])))
+    return np.asarray([np.mean(v) for v in values])
+
+
+def test_one_response_of_each_is_resampled_as_by_the_definition() -> None:
+    # Questions with one response of each condition are added in bulk; the others still draw their
+    # repetitions, from the same random stream as if every question were visited in turn.
+    rng = np.random.default_rng(7)
+    blocks = []
+    for q in range(12):
+        a, b = (1, 1) if q % 3 else (1, 3)
+        values = [str(v) for v in rng.integers(0, 3, size=a + b)]
+        blocks.append((difference_matrix(values, "answer"), a, b))
+    data = StepData.from_blocks(blocks)
+    assert not data.repeated
+    expected = _bootstrap_by_definition(data, 60, seed=3)
+    got = shifts._bootstrap(data, 60, np.random.default_rng(np.random.SeedSequence(3).spawn(2)[0]), repeated=False)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    est = shifts.shift(data, n_boot=60, n_permutations=10, seed=3)
+    low, high = shifts.percentile_interval(expected, est.between, shifts.LEVEL)
+    assert (est.ci_low, est.ci_high) == pytest.approx((low, high))

@@ -38,12 +38,14 @@ from prism.compare.select import (
     search_candidates,
 )
 from prism.compare.tables import (
+    PAIRS,
     POOLED,
     ModelCells,
     accuracy_table,
     condition_disagreement_table,
-    differences_table,
+    differences,
     divergence_table,
+    model_pairs,
     sensitivity_table,
 )
 from prism.config import CompareConfig
@@ -57,6 +59,8 @@ log = logging.getLogger(__name__)
 
 KIND = "comparison"
 ARTIFACT_DIR = "comparison"
+# Most differing cells the differences table lists per pair of runs (the rest are counted).
+DEFAULT_MAX_PER_PAIR = 200
 
 
 @dataclass
@@ -165,22 +169,32 @@ def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet 
 
 
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
-                 measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000) -> dict[str, pd.DataFrame]:
+                 measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
+                 reference: str | None = None, max_per_pair: int | None = None) -> dict[str, pd.DataFrame]:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
+    The cross-model tables (divergence, differences and their counts) are made for the pairs of
+    :func:`prism.compare.tables.model_pairs` (``pairs``, ``reference``); ``max_per_pair`` caps only the
+    cells the differences table lists.
+
     Raises:
-        CompareError: If a model lacks the baseline condition, or a measure is unknown.
+        CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
+            the reference is not a compared run, or the cap is negative.
     """
     try:
         tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
         measures = check_measures(measures)
+        compared = model_pairs(models, pairs, reference)
     except ValueError as exc:
         raise CompareError(str(exc)) from exc
     tables["accuracy"] = accuracy_table(models, n_boot=n_boot, seed=seed)
     if len(models) >= 2:
-        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed)
+        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
         tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
-        tables["differences"] = differences_table(models)
+        try:
+            tables["differences"], tables["difference_counts"] = differences(models, compared, max_per_pair)
+        except ValueError as exc:
+            raise CompareError(str(exc)) from exc
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["profile"] = profile_table(models, tables["shifts"])
@@ -318,8 +332,10 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     for line in mismatches:
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
 
+    pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
-    tables = build_tables(models, baseline, n_boot, seed, measures, permutations)
+    tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
+                          max_per_pair=max_per_pair)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     metrics = headline_metrics(tables, n_questions)
 
@@ -336,7 +352,9 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
                                seed, allow_mismatch, tags["prism.git_commit"], tags["prism.version"])
         files = write_outputs(out / ARTIFACT_DIR, tables, report)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
-                            "measures": ",".join(measures), "permutations": str(permutations)})
+                            "measures": ",".join(measures), "permutations": str(permutations),
+                            "pairs": pairs, "reference": reference or "",
+                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
         tracker.log_metrics(metrics)
         for path in files:
             tracker.log_artifact(path, ARTIFACT_DIR)
@@ -346,6 +364,39 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     tracker.end("FINISHED")
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
                             out, baseline, n_boot)
+
+
+def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary],
+             selection: Selection) -> tuple[str, str | None, int | None]:
+    """``(pairs, reference run id, differences cap)``, checked before any run is downloaded.
+
+    The reference is ``wanted`` (``reference=RUN_ID``) when set, else the first of ``runs=[...]``, else the
+    earliest-started selected run (ties broken by run id); it is None with ``pairs=all``.
+
+    Raises:
+        CompareError: If ``pairs`` is unknown, the reference is not among the selected runs, or the cap is
+            not a whole number of 0 or more.
+    """
+    if pairs not in PAIRS:
+        raise CompareError(f"pairs must be one of {', '.join(PAIRS)}, got {pairs!r}: 'reference' compares each run "
+                           "with one reference run (reference=RUN_ID), 'all' every pair of runs")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise CompareError(f"differences.max_per_pair must be a whole number of 0 or more, or null for no cap; got "
+                           f"{cap!r}")
+    if pairs == "all":
+        if wanted:
+            raise CompareError(f"reference={wanted} names the run every other run is compared with, which only "
+                               "pairs=reference does; drop reference or set pairs=reference")
+        return pairs, None, cap
+    ids = [r.run_id for r in runs]
+    if wanted:
+        if str(wanted) not in ids:
+            raise CompareError(f"the reference run {wanted} is not among the compared runs ({', '.join(ids)}); pass "
+                               "reference=RUN_ID with one of them, or add it to runs=[...]")
+        return pairs, str(wanted), cap
+    if selection.runs:
+        return pairs, selection.runs[0], cap
+    return pairs, min(runs, key=lambda r: (r.start_time, r.run_id)).run_id, cap
 
 
 def _experiment_id(client: Any, experiment: str, uri: str) -> str:

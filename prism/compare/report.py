@@ -26,6 +26,7 @@ from prism.compare import report_sections as sections
 from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
 from prism.compare.select import RunSummary
+from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import number, p_value
 from prism.stats import SIGNIFICANCE
 
@@ -82,6 +83,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
         difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
         total_differences=len(tables.get("differences", ())),
+        pairing_note=pairing_note(tables), cap_note=cap_note(tables),
         runs=runs, setup_rows=sections.setup_rows(context.evidence), problems=sections.problems(context.evidence),
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,

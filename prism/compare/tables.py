@@ -32,6 +32,11 @@ CONDITION_DISAGREEMENT_COLUMNS = ("model", "condition_disagreement", "ci_low", "
 DIFFERENCE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "question_id", "question_disagreement", "condition",
                       "repetition", "correct_answer", "answer_a", "answer_b", "correct_a", "correct_b",
                       "response_a", "response_b", "prompt_sha256", "prompt")
+DIFFERENCE_COUNT_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "paired", "differing", "listed", "max_per_pair")
+
+# Which pairs of runs the cross-model tables hold: every run against one reference run (linear in the
+# runs, the default) or every pair (quadratic).
+PAIRS = ("reference", "all")
 
 # The ``condition`` of the divergence row pooled over all shared conditions.
 POOLED = "all"
@@ -168,8 +173,42 @@ def pair_cells(a: ModelCells, b: ModelCells, conditions: Sequence[str]) -> pd.Da
     return left.merge(right, on=_CELL, suffixes=("_a", "_b"))
 
 
-def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
-    """Answer disagreement between every pair of models, per shared condition and pooled (``all``).
+Pair = tuple[ModelCells, ModelCells]
+
+
+def model_pairs(models: Sequence[ModelCells], pairs: str = "all", reference: str | None = None) -> list[Pair]:
+    """The pairs of runs the cross-model tables are made for.
+
+    Args:
+        models: The compared runs, in table order.
+        pairs: ``all``: every pair (a before b in table order); ``reference``: the reference run against
+            each other run, the reference as ``model_a``.
+        reference: The reference run's id (``pairs=reference``); None: the first run.
+
+    Returns:
+        The pairs, in table order of their second run.
+
+    Raises:
+        ValueError: If ``pairs`` is unknown or the reference is not among the runs.
+    """
+    if pairs == "all":
+        return list(combinations(models, 2))
+    if pairs != "reference":
+        raise ValueError(f"pairs must be one of {', '.join(PAIRS)}, got {pairs!r}: 'reference' compares each run "
+                         "with one reference run (reference=RUN_ID), 'all' every pair of runs")
+    if not models:
+        return []
+    ids = [m.run_id for m in models]
+    if reference is not None and reference not in ids:
+        raise ValueError(f"the reference run {reference} is not among the compared runs {', '.join(ids)}; pass "
+                         "reference=RUN_ID with one of them, or leave it unset for the default")
+    ref = models[ids.index(reference)] if reference is not None else models[0]
+    return [(ref, m) for m in models if m is not ref]
+
+
+def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
+                     pairs: Sequence[Pair] | None = None) -> pd.DataFrame:
+    """Answer disagreement between pairs of models, per shared condition and pooled (``all``).
 
     Over the paired cells: ``disagreement`` is the share whose answer categories differ (UNKNOWN an
     outcome of its own) with a bootstrap interval over questions; ``disagreement_answered`` the same share
@@ -179,12 +218,18 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) ->
     across-condition disagreement over the shared conditions (:func:`prism.stats.excess`), with its
     interval; it is undefined (empty) with fewer than two shared conditions.
 
+    Args:
+        models: The compared runs.
+        n_boot: Bootstrap resamples.
+        seed: Their seed.
+        pairs: The pairs to compare (:func:`model_pairs`); None: every pair.
+
     Returns:
         Columns :data:`DIVERGENCE_COLUMNS`; for each pair (in the given order) one row per shared
         condition, then the pooled row. Empty with fewer than two models.
     """
     rows = []
-    for a, b in combinations(models, 2):
+    for a, b in (combinations(models, 2) if pairs is None else pairs):
         conditions = shared_conditions(a, b)
         within_a = stats.within_pair_sums(a.cells[a.cells["condition"].isin(conditions)])
         within_b = stats.within_pair_sums(b.cells[b.cells["condition"].isin(conditions)])
@@ -233,48 +278,112 @@ def condition_disagreement_table(models: Sequence[ModelCells], *, n_boot: int, s
     return pd.DataFrame(rows, columns=list(CONDITION_DISAGREEMENT_COLUMNS))
 
 
-def differences_table(models: Sequence[ModelCells]) -> pd.DataFrame:
-    """Every cell where two models' answers differ, questions where they differ most first.
+def differences_table(models: Sequence[ModelCells], pairs: Sequence[Pair] | None = None,
+                      max_per_pair: int | None = None) -> pd.DataFrame:
+    """The listed cells of :func:`differences` (its first table)."""
+    return differences(models, pairs, max_per_pair)[0]
+
+
+def differences(models: Sequence[ModelCells], pairs: Sequence[Pair] | None = None,
+                max_per_pair: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cells where two models' answers differ, questions where they differ most first, and their counts.
 
     ``question_disagreement`` is the share of the question's paired cells (over the shared conditions and
     repetitions) whose answers differ. Each row carries both run ids, the cell, both answers (UNKNOWN
     spelled out) and raw responses, and the prompt (by sha256 and text, as shown to model_a), so every
     number in the divergence table is one lookup away from its evidence.
 
+    The cap bounds only what is listed: per pair, the first ``max_per_pair`` differing cells in the
+    pair's own order (question_disagreement descending, then question, condition and repetition); the
+    counts table says how many cells each pair paired, how many differ and how many are listed. Every
+    statistic is computed from the paired cells, never from this table.
+
+    Args:
+        models: The compared runs.
+        pairs: The pairs (:func:`model_pairs`); None: every pair.
+        max_per_pair: Most cells listed per pair; None lists every differing cell.
+
     Returns:
-        Columns :data:`DIFFERENCE_COLUMNS`, sorted by question_disagreement (descending), then by model
-        pair, question, condition and repetition in the runs' order.
+        (listed, counts): columns :data:`DIFFERENCE_COLUMNS`, sorted by question_disagreement (descending),
+        then by model pair, question, condition and repetition in the runs' order; and columns
+        :data:`DIFFERENCE_COUNT_COLUMNS`, one row per pair (``max_per_pair`` empty without a cap).
+
+    Raises:
+        ValueError: If ``max_per_pair`` is negative.
     """
-    frames = []
-    for pair_index, (a, b) in enumerate(combinations(models, 2)):
+    if max_per_pair is not None and max_per_pair < 0:
+        raise ValueError(f"differences.max_per_pair must be 0 or more (or null for no cap), got {max_per_pair}")
+    frames, counts = [], []
+    for pair_index, (a, b) in enumerate(combinations(models, 2) if pairs is None else pairs):
         conditions = shared_conditions(a, b)
         cells = pair_cells(a, b, conditions)
-        if cells.empty:
-            continue
-        cells["differ"] = cells["category_a"] != cells["category_b"]
-        cells["question_disagreement"] = cells.groupby("question_id")["differ"].transform("mean")
-        cells = cells[cells["differ"]].copy()
-        prompts: dict[str, str] = {**b.prompts, **a.prompts}
-        question_order = {q: i for i, q in enumerate(dict.fromkeys(a.cells["question_id"]))}
-        condition_order = {c: i for i, c in enumerate(conditions)}
-        frames.append(pd.DataFrame({
-            "model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
-            "question_id": cells["question_id"], "question_disagreement": cells["question_disagreement"],
-            "condition": cells["condition"], "repetition": cells["repetition"],
-            "correct_answer": cells["correct_answer_a"], "answer_a": cells["category_a"],
-            "answer_b": cells["category_b"], "correct_a": cells["correct_a"].astype(bool),
-            "correct_b": cells["correct_b"].astype(bool), "response_a": cells["response_a"],
-            "response_b": cells["response_b"], "prompt_sha256": cells["prompt_sha256_a"],
-            "prompt": [prompts.get(str(sha), "") for sha in cells["prompt_sha256_a"]],
-            "_pair": pair_index, "_q": cells["question_id"].map(question_order),
-            "_c": cells["condition"].map(condition_order),
-        }))
+        differ = cells["category_a"] != cells["category_b"]
+        n_paired, n_differ = len(cells), int(differ.sum())
+        if n_differ:
+            cells["question_disagreement"] = differ.astype(np.float64).groupby(cells["question_id"]).transform("mean")
+            cells = cells[differ]
+            question_order = {q: i for i, q in enumerate(dict.fromkeys(a.cells["question_id"]))}
+            condition_order = {c: i for i, c in enumerate(conditions)}
+            cells = cells.assign(_q=cells["question_id"].map(question_order),
+                                 _c=cells["condition"].map(condition_order))
+            if max_per_pair is not None and n_differ > max_per_pair:
+                cells = cells.sort_values(["question_disagreement", "_q", "_c", "repetition"],
+                                          ascending=[False, True, True, True], kind="stable").head(max_per_pair)
+            frames.append(_difference_rows(a, b, cells, pair_index))
+        listed = n_differ if max_per_pair is None else min(n_differ, max_per_pair)
+        counts.append((a.label, b.label, a.run_id, b.run_id, n_paired, n_differ, listed, max_per_pair))
+    count_table = pd.DataFrame(counts, columns=list(DIFFERENCE_COUNT_COLUMNS)).astype({"max_per_pair": "Int64"})
+    frames = [f for f in frames if len(f)]
     if not frames:
-        return _empty(DIFFERENCE_COLUMNS)
+        return _empty(DIFFERENCE_COLUMNS), count_table
     table = pd.concat(frames, ignore_index=True)
     table = table.sort_values(["question_disagreement", "_pair", "_q", "_c", "repetition"],
                               ascending=[False, True, True, True, True], kind="stable")
-    return table[list(DIFFERENCE_COLUMNS)].reset_index(drop=True)
+    return table[list(DIFFERENCE_COLUMNS)].reset_index(drop=True), count_table
+
+
+def _difference_rows(a: ModelCells, b: ModelCells, cells: pd.DataFrame, pair_index: int) -> pd.DataFrame:
+    """One pair's listed cells as rows of the differences table (with the sort keys ``_pair``, ``_q``, ``_c``)."""
+    prompts: dict[str, str] = {**b.prompts, **a.prompts}
+    return pd.DataFrame({
+        "model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
+        "question_id": cells["question_id"], "question_disagreement": cells["question_disagreement"],
+        "condition": cells["condition"], "repetition": cells["repetition"],
+        "correct_answer": cells["correct_answer_a"], "answer_a": cells["category_a"],
+        "answer_b": cells["category_b"], "correct_a": cells["correct_a"].astype(bool),
+        "correct_b": cells["correct_b"].astype(bool), "response_a": cells["response_a"],
+        "response_b": cells["response_b"], "prompt_sha256": cells["prompt_sha256_a"],
+        "prompt": [prompts.get(str(sha), "") for sha in cells["prompt_sha256_a"]],
+        "_pair": pair_index, "_q": cells["_q"], "_c": cells["_c"],
+    })
+
+
+def pairing_note(tables: Mapping[str, pd.DataFrame]) -> str:
+    """Which pairs of runs the divergence and differences tables hold, read off the divergence table."""
+    divergence = tables.get("divergence")
+    if divergence is None or divergence.empty:
+        return ""
+    pairs = list(dict.fromkeys(zip(divergence["model_a"], divergence["model_b"], strict=True)))
+    n_models = tables["sensitivity"]["model"].nunique() if "sensitivity" in tables else len(pairs) + 1
+    firsts = {a for a, _ in pairs}
+    if n_models >= 3 and len(pairs) == n_models - 1 and len(firsts) == 1:
+        return (f"Each run is compared with the reference run {next(iter(firsts))} ({len(pairs)} pairs, "
+                "pairs=reference, the default): the other runs are not compared with each other here. "
+                "pairs=all compares every pair; reference=RUN_ID picks another reference.")
+    return f"{len(pairs)} pair(s) of runs compared ({'every pair' if n_models >= 3 else 'one pair'})."
+
+
+def cap_note(tables: Mapping[str, pd.DataFrame]) -> str:
+    """How many differing cells there are and how many the differences table lists (its per-pair cap)."""
+    counts = tables.get("difference_counts")
+    if counts is None or counts.empty:
+        return ""
+    differing, listed = int(counts["differing"].sum()), int(counts["listed"].sum())
+    caps = counts["max_per_pair"].dropna()
+    cap = f"at most {int(caps.iloc[0])} per pair (differences.max_per_pair)" if len(caps) else "no cap"
+    return (f"{differing} paired cells differ over {len(counts)} pair(s); {listed} are listed, {cap}; "
+            f"the other {differing - listed} are counted in comparison/difference_counts.csv. Every statistic "
+            "above uses all paired cells, not only the listed ones.")
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:

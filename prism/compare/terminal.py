@@ -14,6 +14,7 @@ import pandas as pd
 from prism import formatting
 from prism.compare.core import ComparisonResult
 from prism.compare.select import RunSummary
+from prism.compare.tables import cap_note, pairing_note
 from prism.metrics import NO_KEY
 from prism.stats import SIGNIFICANCE
 
@@ -194,9 +195,14 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Cross-model divergence: UNKNOWN is an answer of its own, 'all' pools the shared conditions,\n"
                       "excess = disagreement - mean of the models' own across-condition disagreement:",
                   format_divergence(tables["divergence"])]
+        note = pairing_note(tables)
+        if note:
+            parts.append(note)
         differences = tables["differences"]
-        parts += ["", f"Where the models differ most ({len(differences)} differing cells; all in "
+        parts += ["", f"Where the models differ most ({len(differences)} listed differing cells in "
                       "comparison/differences.csv with prompts and full responses):"]
+        if cap_note(tables):
+            parts.append(cap_note(tables))
         parts.append(format_differences(differences) if len(differences) else "  (nowhere: every answer agrees)")
     if "shifts" in tables and len(tables["shifts"]):
         parts += ["", f"Shifts against {result.baseline} (comparison/shifts.csv): between = mean difference of cross "

@@ -10,6 +10,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
 
+class _Server(ThreadingHTTPServer):
+    # The standard library listens with a backlog of 5: with hundreds of requests in flight, connections
+    # beyond it are dropped and the client retries, which measures the stub, not the client. Servers
+    # PRISM talks to (Ollama, vLLM) accept far more.
+    request_queue_size = 1024
+
+
 class LoopbackServer:
     """A server on a loopback port (a free one unless given) that can be stopped and started again."""
 
@@ -28,7 +35,7 @@ class LoopbackServer:
 
     def start(self) -> Self:
         """Listen (again on the same port after :meth:`stop`) and serve in a daemon thread."""
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), self.handler())
+        server = _Server(("127.0.0.1", self._port), self.handler())
         server.daemon_threads = True
         self._port = server.server_address[1]
         self._server = server
