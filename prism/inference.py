@@ -21,7 +21,9 @@ from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 log = logging.getLogger(__name__)
 
 # What the store keeps of a completion: everything that came from the model, nothing about the run.
-COMPLETION_FIELDS = ("response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp")
+COMPLETION_FIELDS = (
+    "response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp", "finish_reason"
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def raw_record(
         "latency_s": completion.get("latency_s"),
         "prompt_tokens": completion.get("prompt_tokens"),
         "completion_tokens": completion.get("completion_tokens"),
+        "finish_reason": completion.get("finish_reason"),
         "timestamp": completion.get("timestamp") or utc_now(),
         "template_version": prompt.template_version,
         "protocol_version": PROTOCOL_VERSION,
@@ -91,6 +94,7 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
         "completion_tokens": completion.completion_tokens,
         "backend_options": dict(completion.backend_options),
         "timestamp": utc_now(),
+        "finish_reason": completion.finish_reason,
     }
 
 

@@ -53,7 +53,8 @@ def score_all(
                              "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
         if raw.get("error") is None and raw.get("response") is not None:
-            parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options)
+            parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options,
+                                    finish_reason=raw.get("finish_reason"))
         record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
         record.pop("prompt", None)
         scored.append(record)

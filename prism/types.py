@@ -180,6 +180,8 @@ class Completion:
         completion_tokens: Completion tokens as counted by the backend, when known.
         error: Why the request failed, or None.
         backend_options: What the backend actually sent, in its own names.
+        finish_reason: Why generation stopped (``"stop"``, ``"length"``, ...) as the backend said it,
+            or None when it does not say.
     """
 
     text: str | None
@@ -188,6 +190,7 @@ class Completion:
     completion_tokens: int | None = None
     error: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)

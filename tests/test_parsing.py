@@ -27,14 +27,14 @@ def _case_id(case: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_table(case: dict[str, Any]) -> None:
-    parsed = parse_response(case["response"], case["labels"], case["options"])
+    parsed = parse_response(case["response"], case["labels"], case["options"], finish_reason=case.get("finish_reason"))
     expected = Parsed(case["displayed"], case["recovered"], case["compliant"], case["method"])
     assert parsed == expected, case.get("note", "")
 
 
 def test_table_is_well_formed() -> None:
     sources = Counter(case["source"] for case in CASES)
-    assert set(sources) == {"handwritten", "smollm2"}
+    assert {"handwritten", "smollm2"} <= set(sources)
     assert sources["handwritten"] >= 40
     assert sources["smollm2"] >= 40
     # Every rule is exercised by at least one handwritten case.

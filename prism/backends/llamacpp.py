@@ -121,14 +121,17 @@ def build_request(request: Request) -> dict[str, Any]:
 def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any]) -> Completion:
     """Turn llama.cpp's OpenAI-shaped reply into a Completion."""
     usage = reply.get("usage") or {}
-    text = reply["choices"][0]["message"].get("content") or ""
+    choice = reply["choices"][0]
+    text = choice["message"].get("content") or ""
     options = {k: v for k, v in sent.items() if k != "messages"}
+    reason = choice.get("finish_reason")
     return Completion(
         text=text,
         latency_s=latency_s,
         prompt_tokens=usage.get("prompt_tokens"),
         completion_tokens=usage.get("completion_tokens"),
         backend_options=options,
+        finish_reason=reason if isinstance(reason, str) else None,
     )
 
 

@@ -1,9 +1,10 @@
 """Replay backend: answers from a JSONL file instead of a model.
 
-Each line is ``{"question_id", "condition", "repetition"?, "response"}`` (repetition defaults to 0;
-``"error"`` instead of ``"response"`` scripts a failed request). It exists for exact scenario tests,
-for importing responses produced elsewhere, and for benchmarks of everything around inference. Its
-digest is the file's sha256, so two scripted models never share stored answers.
+Each line is ``{"question_id", "condition", "repetition"?, "response", "finish_reason"?}`` (repetition
+defaults to 0, finish_reason to null; ``"error"`` instead of ``"response"`` scripts a failed request).
+It exists for exact scenario tests, for importing responses produced elsewhere, and for benchmarks of
+everything around inference. Its digest is the file's sha256, so two scripted models never share
+stored answers.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
             response = record.get("response")
             if response is not None and not isinstance(response, str):
                 raise BackendError(f"{where}: response must be a string or null, not {type(response).__name__}.")
+            reason = record.get("finish_reason")
+            if reason is not None and not isinstance(reason, str):
+                raise BackendError(f"{where}: finish_reason must be a string such as \"stop\" or \"length\", or "
+                                   f"null, not {type(reason).__name__}.")
             repetition = record.get("repetition", 0)
             if not isinstance(repetition, int) or isinstance(repetition, bool) or repetition < 0:
                 raise BackendError(f"{where}: repetition must be a whole number >= 0, not {repetition!r}.")
@@ -96,7 +101,7 @@ class ReplayBackend:
         latency = time.perf_counter() - start
         if record.get("response") is None:
             return Completion(text=None, latency_s=latency, error=str(record.get("error") or "scripted failure"))
-        return Completion(text=str(record["response"]), latency_s=latency)
+        return Completion(text=str(record["response"]), latency_s=latency, finish_reason=record.get("finish_reason"))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -25,7 +25,8 @@ def write(path: Path, lines: list[str]) -> Path:
 def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", [
         json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),
-        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A"}),
+        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A",
+                    "finish_reason": "length"}),
         json.dumps({"question_id": "q2", "condition": "P0", "error": "timeout"}),
     ])
     backend = create_backend({"backend": "replay", "path": str(path), "name": "scripted"})
@@ -34,6 +35,8 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
     assert identity.digest == hashlib.sha256(path.read_bytes()).hexdigest()
     assert backend.generate(request("q1", "P0")).text == "B"
     assert backend.generate(request("q1", "P0", 1)).text == "A"
+    # finish_reason is optional per line: null where the file does not say.
+    assert [backend.generate(request("q1", "P0", r)).finish_reason for r in (0, 1)] == [None, "length"]
     failed = backend.generate(request("q2", "P0"))
     assert failed.text is None and failed.error == "timeout"
     with pytest.raises(BackendError, match="no response for question_id='q3'"):
@@ -49,6 +52,7 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
         (['{"condition": "P0", "response": "A"}'], r"r.jsonl:1 lacks question_id"),
         (['{"question_id": "q", "condition": "P0", "response": 3}'], r"response must be a string"),
         (['{"question_id": "q", "condition": "P0", "response": "A", "repetition": -1}'], r"repetition must be"),
+        (['{"question_id": "q", "condition": "P0", "response": "A", "finish_reason": 1}'], r"finish_reason must be"),
         (['{"question_id": "q", "condition": "P0", "response": "A"}'] * 2, r"r.jsonl:2 repeats the cell"),
     ],
 )

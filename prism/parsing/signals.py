@@ -1,0 +1,176 @@
+r"""Signals in the answer part, and the one decision they lead to.
+
+Two kinds of signal name labels:
+
+- the *leading* label: the response starts with a label and a delimiter (``B. mitochondria``,
+  ``(B) text``, ``B: text``, ``Option B``), a label alone on the first line (``B\n\nBecause ...``), or
+  a label followed on its line by its own option text (``D, backpack``);
+- answer *statements*: a cue from :mod:`prism.parsing.cues` followed by a label ("the answer is B",
+  ``\boxed{B}``), "option B is correct", "B is the correct answer", or a cue followed by exactly one
+  option's text ("The answer is mitochondria.").
+
+A label followed on its line by exactly the text of *another* option ("B. 100 degrees Celsius" when that
+is C's text) names both: a reader cannot tell which was meant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from prism.parsing.cues import CUE, HEDGE
+from prism.parsing.labels import Patterns, label_token_at, resolve
+
+# Characters trimmed from both ends before comparing a response with option texts: white space,
+# zero-width characters, and punctuation or markdown around a phrase. Signs, units and currency ("-5",
+# "5 °C", "$3") are kept so that distinct options stay distinct. ``str.strip`` keeps this linear.
+_TRIM_CHARS = (
+    "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+    + "\u200b\u200c\u200d\u2060\ufeff"
+    + ".,;:!?'\"`*_()[]{}‘’“”。、"
+)
+# What separates a label from the option text echoed after it: "B. text", "(B) text", "B - text".
+_ECHO_START = re.compile(r"[)\]}'\"’”*_.:,」』】]*[^\S\n]*(?:[-–—][^\S\n]+)?")
+
+
+def norm(value: str) -> str:
+    """Normalize an option text or response for comparison: trimmed, white space collapsed, any case."""
+    return " ".join(value.strip(_TRIM_CHARS).split()).casefold()
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the option texts let the rules see. Built once per response.
+
+    Attributes:
+        echo: Normalized option text -> the labels showing it (several when a question repeats one).
+        own: Label -> its own normalized option text.
+        window: How far past a label an echoed option text can reach; bounds every look-ahead, so
+            many signals on one long line stay linear.
+    """
+
+    echo: dict[str, set[str]]
+    own: dict[str, str]
+    window: int
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One answer statement: where it starts and ends, where its label starts, the labels it names."""
+
+    start: int
+    end: int
+    label_start: int
+    labels: frozenset[str]
+
+
+# Where a sentence ends: a conclusion must stand in a sentence of its own ("The answer is A or the
+# answer is B." is a hedge, "The answer is B. Actually, the answer is C." a correction).
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)|\n")
+
+
+def _line_after(text: str, pos: int, window: int) -> str:
+    """The rest of the line from ``pos``, looking at most ``window`` characters ahead."""
+    end = text.find("\n", pos, pos + window)
+    return text[pos : pos + window] if end < 0 else text[pos:end]
+
+
+def _named(text: str, match: re.Match[str], patterns: Patterns, options: Options) -> frozenset[str]:
+    """The label a match names, plus any *other* option whose exact text follows it on the same line."""
+    label = resolve(match.group("label"), patterns)
+    if label is None:
+        return frozenset()
+    rest = _line_after(text, match.end("label"), options.window)
+    start = _ECHO_START.match(rest)
+    echoed = options.echo.get(norm(rest[start.end() if start else 0 :]), set())
+    return frozenset({label} if not echoed or label in echoed else {label} | echoed)
+
+
+def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]:
+    """Every answer statement, in order of where its label starts."""
+    found: list[Signal] = []
+    for cue in CUE.finditer(text):
+        match = label_token_at(text, cue.end(), patterns)
+        if match is None:
+            # "The answer is mitochondria.": the cue is followed by exactly one option's text.
+            shown = options.echo.get(norm(_line_after(text, cue.end(), options.window)), set())
+            if len(shown) == 1:
+                found.append(Signal(cue.start(), cue.end(), cue.end(), frozenset(shown)))
+            continue
+        named = _named(text, match, patterns, options)
+        hedge = HEDGE.match(text, match.end("label"))
+        second = None if hedge is None else label_token_at(text, hedge.end(), patterns)
+        if second is not None:  # "B or C" names both
+            named |= _named(text, second, patterns, options)
+        end = (match if second is None else second).end("label")
+        found.append(Signal(cue.start(), end, match.start("label"), named))
+    for pattern in patterns.suffix:
+        found.extend(
+            Signal(m.start(), m.end(), m.start("label"), _named(text, m, patterns, options))
+            for m in pattern.finditer(text)
+        )
+    return sorted(found, key=lambda signal: signal.label_start)
+
+
+def _leading(text: str, patterns: Patterns, options: Options) -> frozenset[str]:
+    """The labels the start of the response names (empty when it does not start with a label)."""
+    lead = patterns.line.match(text)
+    if lead is not None:
+        return _named(text, lead, patterns, options)
+    head = patterns.head.match(text)
+    if head is None:
+        return frozenset()
+    label = resolve(head.group("label"), patterns)
+    rest = norm(_line_after(text, head.end(), options.window))
+    if label is not None and rest and options.own.get(label) == rest:
+        return frozenset({label})  # "D, backpack", "B mitochondria": the label and its own text
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the signals decided: a label and the rule, or no label and why."""
+
+    label: str | None
+    method: str
+
+
+def _conclude(text: str, found: list[Signal], lead: frozenset[str], failure: str) -> Decision:
+    """Agreeing signals decide (``statement``); otherwise the last statement, if it is a conclusion."""
+    named = frozenset().union(lead, *(signal.labels for signal in found))
+    if len(named) == 1:
+        return Decision(next(iter(named)), "statement")
+    if not found or len(found[-1].labels) != 1 or (lead and lead != found[-1].labels):
+        return Decision(None, failure)
+    last = found[-1]
+    # The last statement that names another label must end in an earlier sentence.
+    other = [signal for signal in found if signal.labels != last.labels]
+    if other and not _SENTENCE_END.search(text, other[-1].end, max(other[-1].end, last.start)):
+        return Decision(None, failure)
+    return Decision(next(iter(last.labels)), "conclusion")
+
+
+def decide(text: str, patterns: Patterns, options: Options) -> Decision | None:
+    """Read the leading label, listed options and answer statements; None when there are none.
+
+    - Two or more lines start with different labels (the options were listed): UNKNOWN
+      (``enumeration``) unless the statements outside the list decide.
+    - The statements and the leading label all name one label: that label (``statement``, or
+      ``leading`` when there is no statement).
+    - Otherwise the *conclusion* decides: the last answer statement, if it names one label and the
+      response did not open with a different one (``conclusion``). Earlier statements are reasoning.
+      Lines after it that start with a label (a list or summary of the options) do not change it.
+    - Anything else names several labels: ``ambiguous``.
+    """
+    listed = {m.start("label"): m for m in patterns.line.finditer(text)}
+    found = _statements(text, patterns, options)
+    if len({resolve(m.group("label"), patterns) for m in listed.values()} - {None}) >= 2:
+        # A statement whose label merely starts one of the listed lines ("Answer:\nA. x\nB. y") is part
+        # of the list, not a choice.
+        return _conclude(text, [s for s in found if s.label_start not in listed], frozenset(), "enumeration")
+    lead = _leading(text, patterns, options)
+    if found:
+        return _conclude(text, found, lead, "ambiguous")
+    if not lead:
+        return None
+    return Decision(next(iter(lead)), "leading") if len(lead) == 1 else Decision(None, "ambiguous")
