@@ -141,6 +141,9 @@ def parse_response(
     if part.unfinished_think:
         return _unknown("truncated")
     parsed = _read(part.text, labels, _options(labels, options))
+    if part.field and parsed.method in ("exact", "bare"):
+        # A JSON field holding only the label answers; it is not the bare reply that was asked for.
+        parsed = _answer(parsed.displayed or "", "statement")
     if finish_reason in LIMIT_REACHED and parsed.method in _CUT_SHORT:
         return _unknown("truncated")
     return parsed

@@ -17,6 +17,11 @@ _CUES = (
     # "the answer is", "Final answer:", "answer would be", "Answer - B", "**Answer:** B".
     r"answer[*_\s]*(?:(?:is|would\s+be|will\s+be|should\s+be)" + _END + r"|:|[-–—=](?=\s))",
     r"correct\s+(?:option|choice|letter)[*_\s]*(?:is|would\s+be)" + _END,
+    # Weaker forms, read only with a wrapped label or an option word after them: "the closest is (G)",
+    # "is closest to (A)", "which corresponds to option (A)", "which is option D", "or answer (F)".
+    r"(?:is|are|be|answer)[^\S\n]*:?[^\S\n]*(?=[(\[]|(?:option|choice)" + _END + ")",
+    r"closest(?:\s+(?:option|answer|choice|match))?\s+(?:is|to)" + _END,
+    r"corresponds\s+to" + _END,
     r"I(?:\s+would|'d|\s+will|'ll)?\s+(?:choose|select|pick|go\s+with)" + _END,
     # LaTeX: \boxed{B}, \boxed{\text{B}}, with or without $...$ around.
     r"\\boxed\s*\{(?:\\text(?:bf)?\s*\{)?",
@@ -24,7 +29,7 @@ _CUES = (
     # on a following line.
     r"(?m:^)[^\S\n]*(?:#{1,6}[^\S\n]*|[*_]{1,3})(?:final\s+|correct\s+)?answer[*_:]*[^\S\n]*(?=\n)",
     # Japanese 答え / 正解 / 解答, Chinese 答案 (正确答案是 B, 答案：B, 正解はBです).
-    r"(?:答え|正解|解答|答案)(?:は|是|为|為|:)?",
+    r"(?:答え|正解|解答|答案)(?:は|应该是|应是|应为|是|为|為|:)?[】\]]?",
     r"(?:richtige\s+)?antwort(?:\s+(?:ist|lautet)" + _END + r"|\s*:)",
     r"(?:bonne\s+)?réponse(?:\s+(?:correcte|juste))?(?:\s+est" + _END + r"|\s*:)",
     r"respuesta(?:\s+correcta)?(?:\s+es" + _END + r"|\s*:)",
@@ -35,8 +40,12 @@ _CUES = (
 _GAP = r"[\s*_:]*(?:(?:option|choice|letter|opción|l['’]option|選択肢|选项)" + _END + r"[\s:#]*)?"
 CUE = re.compile(NO_ALNUM_BEFORE + "(?:" + "|".join(_CUES) + ")" + _GAP, re.IGNORECASE)
 
-# "B or C", "A and B": a hedge between labels is not an answer.
-HEDGE = re.compile(r"[)\]}'\"’”*_]*\s+(?:or|and)\s+", re.IGNORECASE)
+# "B or C", "A and B", "B, C", "(D, F, I)", "B (or D": a hedge between labels is not an answer.
+HEDGE = re.compile(r"[)\]}'\"’”*_]*(?:\s+(?:or|and)\s+|\s*[,/&]\s*|\s+\(or\s+)", re.IGNORECASE)
+# "is D. <D's own text>": read only when the option's own text follows the label.
+IS_CUE = re.compile(NO_ALNUM_BEFORE + r"(?:is|are)[^\S\n]*:?[^\S\n]*", re.IGNORECASE)
+# Words that mark an answer statement as the final word after earlier answers that differ.
+FINAL = re.compile(r"final|\\boxed|actually|correction|corrected|revised|revision", re.IGNORECASE)
 
 _NONE_CORRECT = (
     r"none\s+of\s+the\s+(?:given\s+|provided\s+|listed\s+)?(?:options|choices|answers|above)"

@@ -50,6 +50,7 @@ class Patterns:
     line: re.Pattern[str]  # a line starting with a label and a delimiter, or a label alone on its line
     head: re.Pattern[str]  # a label at the start, then anything on its line (label + its own text)
     label_at: re.Pattern[str]  # a label at a given position, as the object of a cue
+    closing: re.Pattern[str]  # "... is (E)." / "... endoscopy (H)." at the very end
     suffix: tuple[re.Pattern[str], ...]  # "option X is correct", "X is the correct answer"
 
 
@@ -77,6 +78,11 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
         ),
         head=re.compile(start + CLOSE, flags),
         label_at=re.compile(OPEN + label + _LABEL_END, flags),
+        closing=re.compile(
+            r"(?:" + NO_ALNUM_BEFORE + r"(?:is|are|be|to)[^\S\n]*:?[^\S\n]*(?:(?:option|choice)[^\S\n]+)?" + OPEN
+            + r"|[(\[])" + label + CLOSE + r"[.!]?[*_]*\s*(?:answer[^\S\n]*:?\s*)?\Z",
+            flags,
+        ),
         suffix=(
             re.compile(
                 NO_ALNUM_BEFORE + r"option[\s:#]*" + OPEN + label + CLOSE
@@ -85,7 +91,8 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
             ),
             re.compile(
                 _NOT_AFTER_OPEN + OPEN + label + CLOSE
-                + r"\s+is\s+the\s+(?:correct|right|best)\s+(?:answer|option|choice)" + NO_ALNUM_AFTER,
+                + r"\s+is\s+the\s+(?:correct|right|best)\s+(?:answer|option|choice|explanation|statement|one)"
+                + NO_ALNUM_AFTER,
                 flags,
             ),
         ),

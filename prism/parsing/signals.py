@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from prism.parsing.cues import CUE, HEDGE
+from prism.parsing.cues import CUE, FINAL, HEDGE, IS_CUE
 from prism.parsing.labels import Patterns, label_token_at, resolve
 
 # Characters trimmed from both ends before comparing a response with option texts: white space,
@@ -29,6 +29,10 @@ _TRIM_CHARS = (
     + "\u200b\u200c\u200d\u2060\ufeff"
     + ".,;:!?'\"`*_()[]{}‘’“”。、"
 )
+# The longest phrase after a label that can be another question's option text.
+_PHRASE = 240
+# What may close a label before the text after it: brackets, markdown, LaTeX, punctuation.
+_CLOSERS = ")]}'\"’”*_$.:,;」』】 \t"
 # What separates a label from the option text echoed after it: "B. text", "(B) text", "B - text".
 _ECHO_START = re.compile(r"[)\]}'\"’”*_.:,」』】]*[^\S\n]*(?:[-–—][^\S\n]+)?")
 
@@ -62,6 +66,7 @@ class Signal:
     end: int
     label_start: int
     labels: frozenset[str]
+    foreign: bool = False
 
 
 # Where a sentence ends: a conclusion must stand in a sentence of its own ("The answer is A or the
@@ -86,16 +91,71 @@ def _named(text: str, match: re.Match[str], patterns: Patterns, options: Options
     return frozenset({label} if not echoed or label in echoed else {label} | echoed)
 
 
+def _own_text_follows(text: str, match: re.Match[str], patterns: Patterns, options: Options) -> bool:
+    """Whether the label is followed on its line by its own option text ("is D. <D's text>")."""
+    label = resolve(match.group("label"), patterns)
+    own = options.own.get(label) if label is not None else None
+    if not own:
+        return False
+    rest = _line_after(text, match.end("label"), options.window)
+    start = _ECHO_START.match(rest)
+    rest = norm(rest[start.end() if start else 0 :])
+    return rest.startswith(own) and not rest[len(own) : len(own) + 1].isalnum()
+
+
+def _foreign(text: str, match: re.Match[str], patterns: Patterns, options: Options) -> bool:
+    """Whether the label is followed on its line by text that is no displayed option's.
+
+    "The answer is A. Notify the parents in writing" when A's text is something else answers another
+    question (a few-shot example the model summarises); used only to settle statements that differ.
+    """
+    if not options.own:
+        return False
+    pos = match.end("label")
+    end = text.find("\n", pos, pos + _PHRASE)
+    if end < 0 and len(text) > pos + _PHRASE:
+        return False  # a long line goes on explaining: not a short phrase
+    body = norm(text[pos : len(text) if end < 0 else end].lstrip(_CLOSERS))
+    if not body or _SENTENCE_END.search(body) or body in options.echo:
+        return False
+    return not _own_text_follows(text, match, patterns, options)
+
+
+def _option_text_after(text: str, cue: re.Match[str], options: Options) -> frozenset[str]:
+    """The one option whose exact text a cue is followed by ("The answer is mitochondria.")."""
+    rest = _line_after(text, cue.end(), options.window)
+    if "boxed" in cue.group():
+        rest = rest.split("}", 1)[0]  # \boxed{9.616}
+    shown = options.echo.get(norm(rest), set())
+    return frozenset(shown) if len(shown) == 1 else frozenset()
+
+
+def _closing(text: str, patterns: Patterns, options: Options) -> list[Signal]:
+    """A last sentence or line that ends the response by naming a label without a cue.
+
+    "... is (E).", "... would be an endoscopy (H).", "... is option D." at the very end, or a last line
+    that is a label with its own option text ("(I) The economy is in equilibrium ...").
+    """
+    tail_start = max(0, len(text) - 400)
+    match = patterns.closing.search(text, tail_start)
+    if match is not None:
+        return [Signal(match.start(), match.end(), match.start("label"), _named(text, match, patterns, options))]
+    last = text.rfind("\n", tail_start) + 1
+    line = patterns.line.match(text, last) if last > 0 else None
+    if line is not None and _own_text_follows(text, line, patterns, options):
+        return [Signal(line.start(), line.end(), line.start("label"), _named(text, line, patterns, options))]
+    return []
+
+
 def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]:
     """Every answer statement, in order of where its label starts."""
-    found: list[Signal] = []
+    found: list[Signal] = _closing(text, patterns, options)
     for cue in CUE.finditer(text):
         match = label_token_at(text, cue.end(), patterns)
         if match is None:
-            # "The answer is mitochondria.": the cue is followed by exactly one option's text.
-            shown = options.echo.get(norm(_line_after(text, cue.end(), options.window)), set())
-            if len(shown) == 1:
-                found.append(Signal(cue.start(), cue.end(), cue.end(), frozenset(shown)))
+            shown = _option_text_after(text, cue, options)
+            if shown:
+                found.append(Signal(cue.start(), cue.end(), cue.end(), shown))
             continue
         named = _named(text, match, patterns, options)
         hedge = HEDGE.match(text, match.end("label"))
@@ -103,20 +163,65 @@ def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]
         if second is not None:  # "B or C" names both
             named |= _named(text, second, patterns, options)
         end = (match if second is None else second).end("label")
-        found.append(Signal(cue.start(), end, match.start("label"), named))
+        found.append(Signal(cue.start(), end, match.start("label"), named, _foreign(text, match, patterns, options)))
     for pattern in patterns.suffix:
         found.extend(
             Signal(m.start(), m.end(), m.start("label"), _named(text, m, patterns, options))
             for m in pattern.finditer(text)
         )
-    return sorted(found, key=lambda signal: signal.label_start)
+    if options.own:
+        # "The correct statement is D. <D's own text>": a label with its own text after "is" / "is:".
+        for cue in IS_CUE.finditer(text):
+            m = label_token_at(text, cue.end(), patterns)
+            if m is not None and _own_text_follows(text, m, patterns, options):
+                found.append(Signal(cue.start(), m.end(), m.start("label"), _named(text, m, patterns, options)))
+    unique = {(signal.label_start, signal.labels): signal for signal in found}
+    return sorted(unique.values(), key=lambda signal: signal.label_start)
 
 
-def _leading(text: str, patterns: Patterns, options: Options) -> frozenset[str]:
-    """The labels the start of the response names (empty when it does not start with a label)."""
+_WRAPPERS = "([{'\"‘“*_「『【"
+
+
+def _parts(text: str, lead: re.Match[str], patterns: Patterns) -> bool:
+    """Whether the leading label starts a run of parts ("a) ... b) ...", "(I) ... (II)", "A) ... B)").
+
+    The same wrapping around the next label further on, at the start of a line or a sentence, means the
+    response walks through parts or options rather than answering with the first one.
+    """
+    start, end = lead.start("label"), lead.end("label")
+    closer = text[end : end + 1]
+    if closer not in (".", ")", "]", ":"):
+        return False
+    opener_start = start
+    while opener_start > 0 and text[opener_start - 1] in _WRAPPERS:
+        opener_start -= 1
+    token = lead.group("label")
+    shown = [token for _, token, _ in patterns.matchers]
+    folded = [label.casefold() for label in shown]
+    following = []
+    if token.casefold() in folded and folded.index(token.casefold()) + 1 < len(shown):
+        following.append(shown[folded.index(token.casefold()) + 1])
+    if token.casefold() == "i":
+        following.append("ii")
+    if not following:
+        return False
+    # The next part starts a line or a sentence; "the answer is C. text" is not a part.
+    nxt = re.compile(
+        r"(?:(?<=\n)|(?<=[.!?;:] ))[^\S\n]*" + re.escape(text[opener_start:start])
+        + "(?:" + "|".join(map(re.escape, following)) + ")" + re.escape(closer) + r"\s",
+        re.IGNORECASE,
+    )
+    return nxt.search(text, end) is not None
+
+
+def _leading(text: str, patterns: Patterns, options: Options) -> frozenset[str] | None:
+    """The labels the start of the response names (empty when it does not start with a label).
+
+    None when the leading label starts a run of parts (:func:`_parts`): the response lists.
+    """
     lead = patterns.line.match(text)
     if lead is not None:
-        return _named(text, lead, patterns, options)
+        return None if _parts(text, lead, patterns) else _named(text, lead, patterns, options)
     head = patterns.head.match(text)
     if head is None:
         return frozenset()
@@ -140,12 +245,22 @@ def _conclude(text: str, found: list[Signal], lead: frozenset[str], failure: str
     named = frozenset().union(lead, *(signal.labels for signal in found))
     if len(named) == 1:
         return Decision(next(iter(named)), "statement")
+    # Statements that go on with another question's text do not count against the others.
+    own = [signal for signal in found if not signal.foreign]
+    if own and len(frozenset().union(lead, *(signal.labels for signal in own))) == 1:
+        return Decision(next(iter(own[0].labels)), "statement")
     if not found or len(found[-1].labels) != 1 or (lead and lead != found[-1].labels):
         return Decision(None, failure)
     last = found[-1]
-    # The last statement that names another label must end in an earlier sentence.
+    # The last statement that names another label must end in an earlier sentence, and the last one must
+    # say it is final ("Final answer", \boxed{}, "Actually", "Revised answer"): two plain answers that
+    # differ are two answers.
     other = [signal for signal in found if signal.labels != last.labels]
     if other and not _SENTENCE_END.search(text, other[-1].end, max(other[-1].end, last.start)):
+        return Decision(None, failure)
+    line_start = text.rfind("\n", 0, last.label_start) + 1
+    after_other = other[-1].end if other else 0
+    if not FINAL.search(text, max(line_start, after_other, last.label_start - 120), last.label_start):
         return Decision(None, failure)
     return Decision(next(iter(last.labels)), "conclusion")
 
@@ -169,6 +284,8 @@ def decide(text: str, patterns: Patterns, options: Options) -> Decision | None:
         # of the list, not a choice.
         return _conclude(text, [s for s in found if s.label_start not in listed], frozenset(), "enumeration")
     lead = _leading(text, patterns, options)
+    if lead is None:  # "a) ... b) ...": the response walks through parts
+        return _conclude(text, found, frozenset(), "enumeration")
     if found:
         return _conclude(text, found, lead, "ambiguous")
     if not lead:

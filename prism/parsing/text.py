@@ -19,9 +19,10 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 
 # A chat-template token: ``<|...|>`` (ChatML, Llama 3, Phi, Cohere's ``<|END_RESPONSE|>``; DeepSeek's
 # ``<｜end▁of▁sentence｜>`` after NFKC), Gemma's ``<start_of_turn>`` / ``<end_of_turn>`` /
-# ``<unusedNN>``, ``</s>``, ``<eos>`` and Mistral's ``[INST]`` / ``[/INST]``.
+# ``<unusedNN>``, ``</s>``, ``<eos>``, Mistral's ``[INST]`` / ``[/INST]`` and the end-of-answer mark
+# ``<eoa>`` that GAOKAO-style prompts ask for.
 _TOKEN = re.compile(
-    r"<\|[^\s<>|]{1,40}\|>|<unused\d{1,4}>|<(?:start|end)_of_turn>|</s>|<eos>|\[/?INST\]",
+    r"<\|[^\s<>|]{1,40}\|>|<unused\d{1,4}>|<(?:start|end)_of_turn>|</s>|<eos>|<eoa>|\[/?INST\]",
     re.IGNORECASE,
 )
 # A role name a template puts right after an opening token ("<|im_start|>assistant").
@@ -38,6 +39,11 @@ _NEW_QUESTION = re.compile(
 )
 
 
+# A JSON answer field (``"answer": "B"``), as evaluation harnesses that ask for JSON get it.
+_JSON_ANSWER = re.compile(r'"(?:final_)?answer"\s*:\s*"((?:[^"\\\n]|\\.){0,2000})"', re.IGNORECASE)
+_JSON_ESCAPE = re.compile(r"\\(.)")
+
+
 @dataclass(frozen=True)
 class AnswerPart:
     """The part of a response the rules read.
@@ -45,10 +51,12 @@ class AnswerPart:
     Attributes:
         text: The answer part, stripped; may be empty.
         unfinished_think: The response is a ``<think>`` block that never closed, with nothing before it.
+        field: The text is the value of a JSON ``"answer"`` field, not the reply itself.
     """
 
     text: str
     unfinished_think: bool = False
+    field: bool = False
 
 
 def normalize(value: str) -> str:
@@ -98,7 +106,9 @@ def answer_part(text: str) -> AnswerPart:
     """Cut a response down to the part that answers.
 
     In order: NFKC normalization; template tokens (leading ones dropped, the rest cut at the first);
-    the ``<think>`` block (only what follows the last ``</think>`` is kept); an invented next question.
+    the ``<think>`` block (only what follows the last ``</think>`` is kept); a JSON ``"answer"`` field
+    (when there is one, its last value is the answer: the rest is the model's reasoning); an invented
+    next question.
     """
     text = _drop_tokens(normalize(text))
     thought = _drop_think(text)
@@ -106,4 +116,8 @@ def answer_part(text: str) -> AnswerPart:
         if thought.unfinished_think:
             return thought
         text = thought.text
+    field = max(_JSON_ANSWER.finditer(text), key=lambda match: match.start(), default=None)
+    if field is not None:
+        return AnswerPart(_JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), field[1]).strip(),
+                          field=True)
     return AnswerPart(_drop_invented_question(text).strip())
