@@ -28,6 +28,7 @@ BENCHMARKS = {
     "startup": "benchmarks.startup",
     "compare": "benchmarks.compare_scale",
     "concurrency": "benchmarks.concurrency",
+    "parser": "benchmarks.parser",
 }
 
 
