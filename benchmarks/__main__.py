@@ -4,9 +4,10 @@
     python -m benchmarks --only overhead rerun   # some of them
     python -m benchmarks --quick                 # every benchmark at toy size, to check the harness
 
-Run it on a quiet machine from the repository root; the datasets come from ``--data-dir`` (default
-``PRISM_DATA_DIR``, else ``../shared/data``). Each benchmark compares two things measured in the same
-invocation; no figure is a timed assertion anywhere in the test suite.
+Run it on a quiet machine from the repository root; the full datasets come from ``--data-dir`` (default
+``PRISM_DATA_DIR``): a directory with ``arc_challenge/test.jsonl`` and ``sciq/test.jsonl`` in the Hub
+schema. Each benchmark compares two things measured in the same invocation; no figure is a timed
+assertion anywhere in the test suite.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, Context, machine
+from benchmarks.common import Context, machine
 
 BENCHMARKS = {
     "overhead": "benchmarks.overhead",
@@ -37,14 +38,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=list(BENCHMARKS), default=list(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="toy sizes: checks the harness, not the figures")
-    parser.add_argument("--data-dir", type=Path,
-                        default=Path(os.environ.get("PRISM_DATA_DIR") or REPO.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PRISM_DATA_DIR") or "."))
     parser.add_argument("--out", type=Path, help="also write the Markdown here")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
     args = parser.parse_args()
     if not (args.data_dir / "arc_challenge").is_dir():
-        sys.exit(f"no datasets at {args.data_dir}: pass --data-dir DIR (a directory like ../shared/data) "
-                 "or set PRISM_DATA_DIR")
+        sys.exit(f"no datasets at {args.data_dir}: pass --data-dir DIR or set PRISM_DATA_DIR=DIR, where DIR holds "
+                 "arc_challenge/test.jsonl and sciq/test.jsonl in the Hugging Face schema (the full test splits)")
     os.environ["PRISM_DATA_DIR"] = str(args.data_dir.resolve())
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may wait on the network
     facts = machine()

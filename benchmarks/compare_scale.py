@@ -1,6 +1,6 @@
 """Compare at scale: ``python -m prism.compare`` over 5, 10 and 20 runs of 1,000 questions x 5 conditions.
 
-Issue 10, item 5. A comparison reads every run's scored records back through MLflow and builds its tables;
+A comparison reads every run's scored records back through MLflow and builds its tables;
 a team comparing many models must not find it slowing down faster than the number of runs. This measures
 the wall time and peak resident memory of the real command, each in its own child process, over the first
 5, 10 and 20 of 20 runs of one frozen ARC-Challenge question set, and reports how they grow.

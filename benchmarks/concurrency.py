@@ -1,6 +1,6 @@
 """6. Concurrency: Ollama and OpenAI-compatible requests against loopback servers with a fixed delay.
 
-Issue 10, item 6 (the goal set by issue 4: at concurrency 4, within 1.3x of a quarter of the serial time).
+The goal: at concurrency 4, within 1.3x of a quarter of the serial time.
 Each backend is pointed at a loopback stand-in of its server that takes a fixed time per request and counts
 the requests it is answering at once: the test suite's Ollama stub (``tests/backends/ollama_server.py``)
 and an OpenAI-compatible one (``tests/backends/openai_stub.py``). The requests go through the real path
@@ -25,7 +25,7 @@ from benchmarks.common import REPO, Context, Section
 
 COMMAND = "python -m benchmarks --only concurrency"
 LEVELS = (1, 2, 4, 8)
-GOAL = 1.3  # issue 4: concurrency 4 within 1.3x of a quarter of the serial time
+GOAL = 1.3  # concurrency 4 within 1.3x of a quarter of the serial time
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,7 @@ class CompareConfig:
     # Bootstrap resamples (B) and seed of every interval.
     bootstrap: int = 2000
     seed: int = 0
-    # Shifts (issue 9): difference measures (answer, token_jaccard, edit_distance) and label permutations
+    # Shifts (change beyond noise): difference measures (answer, token_jaccard, edit_distance) and label permutations
     # behind each step's p-value.
     measures: list[str] = field(default_factory=lambda: ["answer"])
     permutations: int = 2000
@@ -233,7 +233,7 @@ class ReproduceConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas so ``prism/conf/config.yaml`` and ``prism/conf/compare.yaml`` can name them in their defaults."""
+    """Register the schemas so ``prism/conf/config.yaml`` and ``compare.yaml`` can name them in their defaults."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="prism_schema", node=PrismConfig)

@@ -42,7 +42,7 @@ def utc_now() -> str:
 
 
 def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str) -> list[Cell]:
-    """Attach the store key (per-request values only, DESIGN.md) to every request."""
+    """Attach the store key (per-request values only, docs/architecture.md) to every request."""
     return [
         Cell(
             request=r,
@@ -57,7 +57,7 @@ def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: st
 def raw_record(
     cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None
 ) -> dict[str, Any]:
-    """Build the raw response record of DESIGN.md from a cell and the completion's fields."""
+    """Build the raw response record (docs/architecture.md) from a cell and the completion's fields."""
     prompt = cell.request.prompt
     return {
         "question_id": prompt.question_id,

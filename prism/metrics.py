@@ -230,7 +230,7 @@ def question_summary(questions: pd.DataFrame) -> pd.DataFrame:
 def summary_metrics(
     scored: pd.DataFrame, conditions: Sequence[str], question_ids: Sequence[str], repetitions: int
 ) -> dict[str, float]:
-    """Compute the run-level metrics logged to MLflow (DESIGN.md, "MLflow").
+    """Compute the run-level metrics logged to MLflow (docs/architecture.md, "MLflow").
 
     Args:
         scored: Scored records (see the module docstring).

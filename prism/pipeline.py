@@ -141,7 +141,7 @@ def write_run_inputs(out: Path, cfg: Mapping[str, Any], frozen: FrozenSet, condi
     (out / "questions").mkdir(exist_ok=True)
     shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
     (out / "prompts").mkdir(exist_ok=True)
-    # The condition set as configured: templates, or the steps and the data they name (issue 8).
+    # The condition set as configured: templates, or the steps and the data they name.
     templates = {k: v for k, v in dict(cfg["conditions"]).items() if v not in (None, {}, [])}
     # The set's name is config text: safe_filename keeps conditions.name=../x from writing outside prompts/.
     (out / "prompts" / f"{safe_filename(condition_set.name)}.yaml").write_text(
@@ -298,7 +298,7 @@ def report_dropped(frozen: FrozenSet) -> None:
 
 
 def run_tags(plan: Plan, out: Path) -> dict[str, str]:
-    """The tags of DESIGN.md, plus the experiment hash, output directory and the model's details."""
+    """The run tags of docs/architecture.md: identity, versions, experiment hash, output dir, model details."""
     commit, dirty = git_state(Path(__file__).resolve().parent)
     return {
         "prism.kind": "run",

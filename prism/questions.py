@@ -31,7 +31,7 @@ DEFAULT_CACHE_DIR = Path(".prism") / "frozen"
 _OFFLINE_HINT = (
     "Point PRISM at local JSONL files in the Hub's schema instead: set dataset.data_dir=DIR (Hydra "
     "override) or the environment variable PRISM_DATA_DIR=DIR, where DIR holds <dataset>/<split>.jsonl "
-    "(the test suite uses ../shared/data)."
+    "(the test suite's fixtures, tests/data/, are such a directory)."
 )
 
 

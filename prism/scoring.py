@@ -19,7 +19,7 @@ SCORER_VERSION = "1"
 # The ``method`` of a scored record whose request failed (no completion, so nothing was parsed).
 FAILED_METHOD = "failed"
 
-# Keys that scoring adds to a raw record (DESIGN.md, "Scored record").
+# Keys that scoring adds to a raw record (docs/architecture.md, "Scored record").
 SCORED_FIELDS: tuple[str, ...] = (
     "displayed",
     "answer",
@@ -59,7 +59,7 @@ def score_record(
     observed responses by ``error`` being null).
 
     Args:
-        raw: A raw response record (DESIGN.md, "Raw response record").
+        raw: A raw response record (docs/architecture.md, "Raw response record").
         prompt: The prompt the response answered; it maps displayed labels to canonical ones.
         parsed: The parser's reading of ``raw["response"]``, or None when the request failed.
         correct_answer: Canonical label of the correct option (``Question.answer``).
@@ -106,7 +106,7 @@ def _check_consistent(
     """Raise ValueError when the pieces handed to :func:`score_record` do not belong together."""
     failed = raw.get("error") is not None
     if failed != (raw.get("response") is None):
-        # Metrics tell observed from failed by `error` alone, so the two must agree (DESIGN.md).
+        # Metrics tell observed from failed by `error` alone, so the two must agree (docs/architecture.md).
         raise ValueError(
             "a raw record must have either an error and a null response (failed request) or a response "
             f"and no error; got error={raw.get('error')!r}, response={raw.get('response')!r}"

@@ -312,7 +312,7 @@ def shift(data: StepData, *, n_boot: int, n_permutations: int, seed: int, level:
     conditions differ more than the model differs from itself. Without repetitions: the between over the
     questions with a response of each, its interval, and no within, excess or p.
 
-    The interval resamples both levels, as specified (issue 9). That counts the repetition noise twice (once
+    The interval resamples both levels, as specified. That counts the repetition noise twice (once
     in each question's own spread, once by redrawing its repetitions), so it is conservative: in the seeded
     simulations of ``tests/test_shifts.py`` (n = 20, R = 5) it covered the true excess in 200 of 200 trials
     and was about twice as wide as a questions-only bootstrap (which covered 92%). The shift verdict rests on

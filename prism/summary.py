@@ -34,7 +34,7 @@ def score_all(
         condition_set: The conditions the prompts were rendered with.
 
     Returns:
-        Scored records (DESIGN.md), without the prompt text, which stays in ``responses.jsonl``.
+        Scored records (docs/architecture.md), without the prompt text, which stays in ``responses.jsonl``.
     """
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
@@ -80,7 +80,7 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
     condition_table(frame, names).to_csv(results / "condition_metrics.csv", index=False)
     metrics = summary_metrics(frame, names, ids, repetitions)
-    # Consistency with the baseline, per family: issue 8.
+    # Consistency with the baseline, per perturbation family.
     families, baseline = condition_set.families, condition_set.baseline
     question_consistency(frame, families, baseline, ids).to_csv(results / "consistency_questions.csv", index=False)
     consistency = consistency_summary(frame, families, baseline, ids)

@@ -1,7 +1,7 @@
 """MLflow, behind a small interface: the only module that writes to MLflow.
 
 ``mlflow`` is imported when a tracker is created, never at ``import prism`` (it costs seconds).
-Names of params, tags, metrics and artifacts follow DESIGN.md section 3.
+Names of params, tags, metrics and artifacts follow docs/architecture.md, section 3.
 """
 
 from __future__ import annotations

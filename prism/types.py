@@ -1,4 +1,4 @@
-"""Frozen records that flow through PRISM (DESIGN.md section 3).
+"""Frozen records that flow through PRISM (docs/architecture.md, section 3).
 
 Every stage takes and returns these plain values, so the pure core (conditions, parsing, scoring,
 metrics) can be tested without a model, a store or MLflow.
@@ -122,7 +122,7 @@ class Prompt:
 
 @dataclass(frozen=True)
 class GenerationParams:
-    """Canonical generation parameters (DESIGN.md): the only ones comparisons check.
+    """Canonical generation parameters (docs/architecture.md): the only ones comparisons check.
 
     Attributes:
         temperature: Sampling temperature; 0 is greedy.
@@ -156,7 +156,7 @@ class ModelIdentity:
     Attributes:
         name: Model name as configured (``smollm2``, ``llama3``...).
         backend: Backend name (``llamacpp``, ``replay``, ``ollama``, ``openai``).
-        digest: Content digest of the weights or their stand-in (DESIGN.md "Model identity").
+        digest: Content digest of the weights or their stand-in (docs/architecture.md, "Model identity").
         details: Extra facts worth logging (server version, file path...), never part of any key.
     """
 

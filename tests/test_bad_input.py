@@ -1,7 +1,7 @@
 """Bad input through ``python -m prism``, as a person types it: one clear paragraph, never a traceback.
 
 Extends the table in tests/test_cli.py (unknown model group, unknown key, ``dataset.n=abc``, ``n`` of 0 or
-too large, replay without a file, a missing GGUF) with every other bad input of issue 12. PRISM's own errors
+too large, replay without a file, a missing GGUF) with every other bad input RELIABILITY.md lists. PRISM's own errors
 are one ``prism: error: ...`` line; Hydra's (unknown group option, wrong type) are Hydra's own short
 message, which lists the valid options. The cases are independent subprocesses, so they run a few at a
 time. Inputs that are only found once MLflow or llama.cpp is loaded (a damaged GGUF, a store path that is

@@ -107,7 +107,7 @@ def selection_from_config(cfg: Mapping[str, Any]) -> Selection:
 
 
 def select(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[RunSummary]:
-    """Resolve a selection against the tracking store (see DESIGN.md and :func:`choose_runs`).
+    """Resolve a selection against the tracking store (see docs/architecture.md and :func:`choose_runs`).
 
     Raises:
         CompareError: If no run qualifies, naming the experiment, store and filters.
@@ -142,7 +142,7 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
 
 
 def _families(run: RunSummary, uri: str | None, dst: Path) -> dict[str, str]:
-    """The run's condition families (issue 9's clustered model); a run without them falls back, with a warning."""
+    """The run's condition families (the clustered model's effects); a run without them falls back, with a warning."""
     try:
         return load_families(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
     except CompareError as exc:
@@ -167,7 +167,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed)
         tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
         tables["differences"] = differences_table(models)
-    # Change beyond noise (issue 9): shifts per step and measure, and the clustered model of consistency.
+    # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["gee_wald"] = gee_table(models, baseline)
     return tables
@@ -202,7 +202,7 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
             pair = f"{row.model_a}_vs_{row.model_b}"
             for name in ("disagreement", "kappa", "excess"):
                 metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
-    if "shifts" in tables:  # issue 9: how many steps are shifts, per model and measure
+    if "shifts" in tables:  # how many steps are shifts, per model and measure
         for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
             metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
     return metrics

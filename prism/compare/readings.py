@@ -1,6 +1,6 @@
 """Descriptive readings of one run's question-level metrics: patterns in the numbers, not verdicts.
 
-Three numbers of a run are read together (DESIGN.md, metrics): ``question_majority_accuracy`` (how
+Three numbers of a run are read together (docs/architecture.md, MLflow metrics): ``question_majority_accuracy`` (how
 often the answer most conditions give is right), ``mean_agreement`` (how much a question's answers agree
 across conditions) and ``prompt_invariant_incorrect_rate`` (how often every condition gives the same
 wrong answer). Fixed thresholds turn them into four patterns; the report states the thresholds, shows

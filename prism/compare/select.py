@@ -33,7 +33,7 @@ RESPONSES_ARTIFACT = "responses/responses.jsonl"
 CONFIG_ARTIFACT = "config/resolved.yaml"
 
 # (label, where it is recorded, key): what must agree for results to be directly comparable.
-# Generation parameters are the canonical ones of DESIGN.md; backend-specific options are not checked.
+# Generation parameters are the canonical ones (docs/architecture.md); backend-specific options are not checked.
 COMPARABILITY: tuple[tuple[str, str, str], ...] = (
     ("frozen question set sha256", "tag", "prism.question_set_sha256"),
     ("condition template version", "param", "conditions.template_version"),
@@ -45,7 +45,7 @@ COMPARABILITY: tuple[tuple[str, str, str], ...] = (
     ("generation.top_k", "param", "generation.top_k"),
 )
 
-# Columns of the scored records a comparison uses (DESIGN.md, "Scored record").
+# Columns of the scored records a comparison uses (docs/architecture.md, "Scored record").
 SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered", "correct", "correct_answer",
                   "error", "response", "prompt_sha256")
 

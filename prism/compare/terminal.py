@@ -114,7 +114,7 @@ def format_differences(table: pd.DataFrame, limit: int = TOP_DIFFERENCES) -> str
     return render(shown)
 
 
-# ---- change beyond noise (issue 9): shifts, whether the measures agree, the clustered model ----------------
+# ---- change beyond noise: shifts, whether the measures agree, the clustered model ----------------
 
 
 def format_shifts(table: pd.DataFrame) -> str:
