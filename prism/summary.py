@@ -16,8 +16,8 @@ import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
-from prism.metrics import condition_table, question_table, summary_metrics
-from prism.parsing import PARSER_VERSION, parse_response
+from prism.metrics import condition_table, parse_method_shares, question_table, summary_metrics
+from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
 from prism.scoring import score_record
 from prism.types import Prompt
@@ -80,6 +80,7 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
     condition_table(frame, names).to_csv(results / "condition_metrics.csv", index=False)
     metrics = summary_metrics(frame, names, ids, repetitions)
+    metrics.update(parse_method_shares(frame, METHODS))
     # Consistency with the baseline, per perturbation family.
     families, baseline = condition_set.families, condition_set.baseline
     question_consistency(frame, families, baseline, ids).to_csv(results / "consistency_questions.csv", index=False)
@@ -117,6 +118,10 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
         f"prompt-invariant incorrect:        {_pct(metrics['prompt_invariant_incorrect_rate'])}",
     ]
+    methods = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
+                      if name.startswith("parse_method/") and value > 0), key=lambda item: -item[1])
+    if methods:
+        lines += ["", "how the parser read the responses: " + ", ".join(f"{m} {_pct(v).strip()}" for m, v in methods)]
     consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
     if consistency:
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]

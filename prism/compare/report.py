@@ -28,6 +28,7 @@ import pandas as pd
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, question_estimates, read_patterns
 from prism.compare.report_html import Html, el, num, p_value, page, with_ci
 from prism.compare.select import CompareError, RunSummary, download
+from prism.parsing import UNKNOWN_METHODS
 from prism.stats import Estimate
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,17 @@ def model_numbers(item: RunEvidence, n_boot: int, seed: int) -> ModelNumbers:
                         item.metrics.get("answer_recovery_rate", math.nan))
 
 
+def unknown_methods(metrics: Mapping[str, float]) -> str:
+    """Why responses were UNKNOWN, from the run's ``parse_method/<method>`` shares ("" if not logged).
+
+    The rules that recover nothing, largest first: "; UNKNOWN as none 12%, enumeration 5%".
+    """
+    shares = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
+                     if name.split("/", 1)[-1] in UNKNOWN_METHODS and name.startswith("parse_method/")
+                     and value > 0), key=lambda item: -item[1])
+    return "; UNKNOWN as " + ", ".join(f"{name} {value:.0%}" for name, value in shares) if shares else ""
+
+
 def run_description(runs: Sequence[RunSummary]) -> str:
     """The comparison run's MLflow description (Markdown): what was compared and where the report is."""
     labels = [r.label for r in runs]
@@ -200,7 +212,7 @@ def summary(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers:
                        f"questions, each asked under the conditions {conditions}; {context.baseline} is the baseline. "
                        "Numbers are proportions with 95% intervals in brackets.")]
     sensitivity = tables["sensitivity"]
-    for number, reading in zip(numbers, readings, strict=True):
+    for item, number, reading in zip(context.evidence, numbers, readings, strict=True):
         rows = sensitivity[sensitivity["model"] == number.label]
         others = rows[rows["condition"] != rows["baseline"]]
         base = rows[rows["condition"] == rows["baseline"]]
@@ -212,7 +224,8 @@ def summary(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers:
         parts += ([" and answers agree across conditions at ", with_ci(agree.value, agree.ci_low, agree.ci_high), "."]
                   if not math.isnan(agree.value) else ["; no answer was recovered to compare across conditions."])
         if not math.isnan(number.recovery) and number.recovery < THRESHOLDS.recovery:
-            parts.append(f" Only {number.recovery:.0%} of its responses had a recoverable answer.")
+            parts.append(f" Only {number.recovery:.0%} of its responses had a recoverable answer"
+                         f"{unknown_methods(item.metrics)}.")
         if not base.empty:
             parts.append(f" Accuracy under {context.baseline}: {num(base['accuracy'].iloc[0])}.")
         if not others.empty and float(others["flip_rate"].fillna(0).max()) == 0.0:

@@ -63,6 +63,9 @@ METHODS = (
     "empty",
 )
 
+# The methods that recover no label (the response is UNKNOWN).
+UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "refusal", "truncated", "none", "empty"})
+
 # Values of ``finish_reason`` that mean the output limit cut the reply (OpenAI, llama.cpp and Ollama
 # say "length"; Anthropic-style APIs "max_tokens").
 LIMIT_REACHED = frozenset({"length", "max_tokens"})
