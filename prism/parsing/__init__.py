@@ -2,23 +2,29 @@ r"""Read the chosen option out of a model's free-text response, without ever see
 
 First the *answer part* is cut out (:mod:`prism.parsing.text`): full-width forms read as ASCII (NFKC);
 leaked chat-template tokens (``<|im_end|>``, ``<end_of_turn>``, ``<unused95>``) are not text and what
-follows them is not the answer; only what follows a ``<think> ... </think>`` block is read; a next
-question the model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first
-that decides wins:
+follows them is not the answer; only what follows a ``<think> ... </think>`` block is read; a JSON
+``"answer"`` field, when there is one, is the answer (the rest is reasoning); a next question the
+model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first that decides wins:
 
 1. ``exact``: the answer part is one label (any case). Only this is compliant.
 2. ``bare``: one label wrapped in markdown or punctuation: ``(B)``, ``**B**``, ``B.``, ``[B]``.
 3. Signals (:mod:`prism.parsing.signals`): the *leading* label (``B. mitochondria``, ``B\n\nBecause``,
-   ``Option B``, ``D, backpack``) and every answer *statement* ("the answer is B", "Final answer: C",
-   ``\boxed{B}``, "### Answer\nB", "答案是B", "La bonne réponse est B", "option B is correct").
+   ``Option B``, ``D, backpack``; not when it starts a run of parts, ``a) ... b) ...``) and every
+   answer *statement* ("the answer is B", "Final answer: C", ``\boxed{B}``, "### Answer\nB",
+   "答案是B", "La bonne réponse est B", "option B is correct", "the closest is (G)", a last sentence
+   ending "... is (E).", a cue followed by exactly one option's text).
    - ``enumeration``: two or more lines start with different labels, so the model listed the options;
      UNKNOWN unless the statements outside the list decide.
-   - ``leading`` / ``statement``: every signal names the same one label.
-   - ``conclusion``: the signals disagree and the *last* answer statement names one label, the
-     response not having opened with another. The statements before it are reasoning ("if the answer
-     were A ... so the answer is C"); text after it that is not an answer statement (an explanation,
-     a list or summary of the options) does not change it; a later answer statement would itself be
-     the last one. A hedge in the last statement ("B or C") is ``ambiguous``.
+   - ``leading`` / ``statement``: every signal names the same one label. Signals that name another
+     label *and* go on with text that is no displayed option's ("The answer is A. Notify the parents",
+     a model summarising its few-shot examples) do not count against the others.
+   - ``conclusion``: the statements disagree, and the *last* answer statement is the conclusion: it
+     names one label, stands in a sentence of its own, is marked final ("Final answer", ``\boxed{}``,
+     "Actually", "Revised answer" earlier on its line) and the response did not open with another label.
+     The statements before it are reasoning; text after it that is no answer statement (an
+     explanation, a list or summary of the options) does not change it; a later answer statement would
+     itself be the last one. Two plain answers that differ ("The answer is (I).\n\nAnswer: The answer
+     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C").
    - ``ambiguous``: several labels and no conclusion, or a label followed by another option's text.
 4. ``option_text``: the whole answer part, trimmed of punctuation, is exactly one option's text.
 5. ``refusal``: the reply declines ("I cannot determine", "none of the options is correct"), unless it
