@@ -100,14 +100,15 @@ def stub_for(name: str, delay_s: float) -> Any:
 
 def backend_for(name: str, stub: Any, concurrency: int) -> Any:
     """A fresh backend of ``name`` pointed at the started ``stub``, keeping ``concurrency`` requests in flight."""
+    from prism.config import OllamaModelConfig, OpenAIModelConfig
+
     if name == "ollama":
         from prism.backends.ollama import OllamaBackend
 
-        return OllamaBackend({"name": "llama3", "backend": "ollama", "host": stub.url, "concurrency": concurrency})
+        return OllamaBackend(OllamaModelConfig(name="llama3", host=stub.url, concurrency=concurrency))
     from prism.backends.openai_compat import OpenAIBackend
 
-    return OpenAIBackend({"name": stub.model, "backend": "openai", "base_url": stub.url,
-                          "concurrency": concurrency})
+    return OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url, concurrency=concurrency))
 
 
 def measure(name: str, delay_s: float, n: int, workdir: Path) -> list[Measured]:

@@ -54,6 +54,7 @@ class Embedded:
 def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
     """Freeze the questions, write the requests, warm MLflow and the model file; return the inputs."""
     from prism.backends.llamacpp import resolve_model_path
+    from prism.config import LlamaCppModelConfig
 
     workdir = ctx.workdir / name
     workdir.mkdir(parents=True, exist_ok=True)
@@ -67,11 +68,12 @@ def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
         f"store.path={workdir / 'store.sqlite'}",
     ]
     cfg = compose(overrides)
-    model = cfg["model"]
+    model = cfg.model
+    assert isinstance(model, LlamaCppModelConfig), "the embedded benchmark runs a llama.cpp model"
     prepared = Embedded(
         workdir=workdir, overrides=overrides, model_path=resolve_model_path(model),
-        n_ctx=int(model.get("n_ctx") or 2048),
-        n_threads=int(model.get("n_threads") or os.cpu_count() or 1),  # what LlamaCppBackend passes
+        n_ctx=model.n_ctx,
+        n_threads=model.n_threads or os.cpu_count() or 1,  # what LlamaCppBackend passes
         n_prompts=write_requests(overrides, workdir / "requests-condition-major.jsonl", "condition"),
     )
     # Warm-up on one question with the store off: migrates mlflow.db, caches the GGUF digest, reads the

@@ -9,25 +9,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from benchmarks.common import REPO
 
+if TYPE_CHECKING:
+    from prism.config import PrismConfig
 
-def compose(overrides: list[str]) -> dict[str, Any]:
-    """Compose ``conf/config.yaml`` as ``python -m prism`` would, resolved to a plain dict."""
+
+def compose(overrides: list[str]) -> PrismConfig:
+    """Compose ``conf/config.yaml`` as ``python -m prism`` would, as its schema."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
 
-    from prism.config import register_configs
+    from prism.config import PrismConfig, register_configs, to_schema
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=overrides)
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(container, dict)
-    return container  # type: ignore[return-value]
+    return to_schema(cfg, PrismConfig)
 
 
 def write_requests(overrides: list[str], path: Path, order: str = "condition") -> int:
@@ -44,15 +44,11 @@ def write_requests(overrides: list[str], path: Path, order: str = "condition") -
     """
     from prism.backends.llamacpp import build_request
     from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests
-    from prism.questions import freeze_question_set
+    from prism.pipeline import build_requests, freeze_dataset
 
     cfg = compose(overrides)
-    dataset = cfg["dataset"]
-    frozen = freeze_question_set(dataset=dataset["name"], split=dataset["split"], n=int(dataset["n"]),
-                                 seed=int(dataset["sample_seed"]), data_dir=dataset.get("data_dir"),
-                                 cache_dir=dataset.get("cache_dir") or ".prism/frozen")
-    requests = build_requests(frozen, condition_set_from_config(cfg["conditions"]), cfg["generation"])
+    frozen = freeze_dataset(cfg.dataset)
+    requests = build_requests(frozen, condition_set_from_config(cfg.conditions), cfg.generation)
     if order == "question":
         position = {q.question_id: i for i, q in enumerate(frozen.questions)}
         requests.sort(key=lambda r: position[r.prompt.question_id])  # stable: conditions keep their order

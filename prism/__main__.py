@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from prism.config import register_configs
 
@@ -25,21 +24,22 @@ log = logging.getLogger("prism")
 def main(cfg: DictConfig) -> None:
     """Run one PRISM experiment (one job of a sweep under ``-m``)."""
     from prism.conditions import condition_set_from_config
+    from prism.config import PrismConfig, to_schema
     from prism.errors import PrismError
     from prism.pipeline import run
     from prism.summary import format_summary
 
     hydra_cfg = HydraConfig.get()
-    container: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[assignment]
     sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode is RunMode.MULTIRUN else None
     try:
-        result = run(container, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
+        experiment = to_schema(cfg, PrismConfig)
+        result = run(experiment, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
     except PrismError as exc:
         # One paragraph on stderr, no traceback: these are inputs or services the person can fix.
         log.debug("run failed", exc_info=True)
         print(f"prism: error: {exc}", file=sys.stderr)
         sys.exit(1)
-    names = condition_set_from_config(container["conditions"]).names
+    names = condition_set_from_config(experiment.conditions).names
     print(format_summary(result.metrics, names))
     print(f"\nMLflow run {result.run_id} (experiment id {result.experiment_id}); "
           f"{result.n_cached} responses from the store, {result.n_fresh} new.")

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prism.config import ConditionsConfig, as_plain
 from prism.errors import PrismError
 from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
 from prism.perturbations.build import format_from
-from prism.perturbations.labels import closing_for
+from prism.perturbations.labels import Relabel, closing_for
 from prism.types import Prompt, Question
 
 FIELDS = ("question", "options", "closing")
@@ -90,11 +91,12 @@ class ConditionSet:
         return {c.name: c.family for c in self.conditions}
 
 
-def condition_set_from_config(cfg: Mapping[str, Any]) -> ConditionSet:
-    """Build and validate a condition set from its config mapping (``cfg.conditions``).
+def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> ConditionSet:
+    """Build and validate a condition set from its config (``cfg.conditions``, or as a run logged it).
 
     Args:
-        cfg: Mapping with ``name``, ``template_version``, ``closing``, ``baseline``, and template
+        group: The ``conditions`` group, or the same as a mapping (a run's logged ``resolved.yaml``) with
+            ``name``, ``template_version``, ``closing``, ``baseline``, and template
             ``conditions`` (a list of mappings with ``name``, ``description``, ``family``, ``template``)
             and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
             steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
@@ -108,6 +110,7 @@ def condition_set_from_config(cfg: Mapping[str, Any]) -> ConditionSet:
             condition, a template lacks a field, repeats one, or does not end with the closing line, or a
             step cannot be built (unknown op, unknown name, missing count).
     """
+    cfg: Mapping[str, Any] = as_plain(group) if isinstance(group, ConditionsConfig) else group
     where = f"condition set {cfg.get('name')!r}"
     _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template"))
     _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
@@ -187,6 +190,30 @@ def validate(condition_set: ConditionSet) -> None:
                 f"{where}, condition {condition.name!r}: the template must end with {{closing}} so every "
                 "prompt ends with the same output requirement."
             )
+
+
+def check_option_counts(condition_set: ConditionSet, questions: Iterable[Question]) -> None:
+    """Refuse, before any inference, a condition whose label set cannot label every question's options.
+
+    Raises:
+        ConditionError: Naming the condition, its family, the label set and the option counts it cannot cover.
+    """
+    counts = sorted({len(q.options) for q in questions})
+    for condition in condition_set.conditions:
+        for step in condition.steps or ():
+            if not isinstance(step, Relabel):
+                continue
+            uncovered = [count for count in counts if not step.covers(count)]
+            coverable = ",".join(str(count) for count in counts if step.covers(count))
+            if uncovered:
+                raise ConditionError(
+                    f"condition set {condition_set.name!r}, condition {condition.name!r} (family "
+                    f"{condition.family!r}): label set {step.set_name!r} has {len(step.new_labels)} labels, but "
+                    f"the frozen questions include {uncovered[0]}-option questions (counts {counts}). No model was "
+                    f"asked anything. Keep questions it can label ('dataset.options=[{coverable}]'), "
+                    f"give conditions.label_sets.{step.set_name} more labels, or use a condition set without "
+                    f"{condition.name!r}."
+                )
 
 
 def format_options(labels: Sequence[str], options: Sequence[str]) -> str:

@@ -7,32 +7,50 @@ of being silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import II, MISSING
+
+from prism.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @dataclass
 class ModelConfig:
-    """Which model answers and through which backend.
+    """Which model answers and through which backend: the base of one schema per backend.
 
-    Backend-specific keys live here too (unused ones stay null) so one schema checks every model file.
+    Each model YAML names its backend's schema first in its defaults (``- /schema/model/llamacpp@_here_``),
+    so a key that backend does not read fails at composition instead of being carried along unused.
     """
 
     name: str = MISSING
     backend: str = MISSING
-    # llama.cpp: a GGUF file; when null, the weights shipped by ``package`` are used.
+
+
+@dataclass
+class LlamaCppModelConfig(ModelConfig):
+    """A GGUF model run in-process by llama.cpp."""
+
+    backend: str = "llamacpp"
+    # A GGUF file; when null, the weights shipped by ``package`` are used.
     path: str | None = None
     package: str | None = None
     n_ctx: int = 2048
+    # null: as many threads as the machine has cores.
     n_threads: int | None = None
     # llama.cpp chat format (e.g. "gemma"); null uses the chat template stored in the GGUF.
     chat_format: str | None = None
-    # Remote backends (Ollama, OpenAI-compatible servers).
-    host: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
+
+
+@dataclass
+class RemoteModelConfig(ModelConfig):
+    """What every model behind a server shares: requests in flight, timeout and retries."""
+
+    # Requests in flight; raise it to what the server runs at once.
     concurrency: int = 1
     request_timeout_s: float = 120.0
     # Transient failures (refused or dropped connection, timeout, busy server) are retried with
@@ -40,17 +58,73 @@ class ModelConfig:
     retry_budget_s: float = 30.0
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 8.0
+
+
+@dataclass
+class OllamaModelConfig(RemoteModelConfig):
+    """A model tag served by Ollama."""
+
+    backend: str = "ollama"
+    # null: OLLAMA_HOST, else http://localhost:11434.
+    host: str | None = None
+    # Ollama's context length option; null leaves the model's own.
     num_ctx: int | None = None
-    # OpenAI-compatible servers: server-specific fields added to every chat request (they are part of the
-    # model digest, since the store key holds only the canonical parameters), and whether generation.top_k
-    # is sent; top_k is not an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
+
+
+@dataclass
+class OpenAIModelConfig(RemoteModelConfig):
+    """A model served over the OpenAI chat-completions API (vLLM, SGLang, TGI, llama.cpp's server...)."""
+
+    backend: str = "openai"
+    # The API root, the part before /chat/completions, e.g. http://HOST:PORT/v1 (required).
+    base_url: str | None = None
+    # The NAME of the environment variable holding the key (e.g. OPENAI_API_KEY); null: no key.
+    api_key_env: str | None = None
+    # Server-specific fields added to every chat request (they are part of the model digest, since the
+    # store key holds only the canonical parameters), and whether generation.top_k is sent; top_k is not
+    # an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
     extra_body: dict[str, Any] = field(default_factory=dict)
     send_top_k: bool = False
 
 
 @dataclass
+class ReplayModelConfig(ModelConfig):
+    """Answers read from a JSONL file of {question_id, condition, repetition?, response} records."""
+
+    name: str = "replay"
+    backend: str = "replay"
+    # The JSONL file to answer from (required).
+    path: str | None = None
+
+
+# backend name -> its schema, registered as schema/model/<backend>.
+MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
+    "llamacpp": LlamaCppModelConfig,
+    "ollama": OllamaModelConfig,
+    "openai": OpenAIModelConfig,
+    "replay": ReplayModelConfig,
+}
+
+
+@dataclass
+class DatasetFields:
+    """Which source column holds each part of a question (see ``prism.questions.spec.FieldMap``)."""
+
+    id: str | None = None
+    question: str = "question"
+    # One column holding a list of options (or ARC-style {text, label}), or a list of columns, one per option.
+    options: Any = "choices"
+    answer: str | None = "answer"
+    group: str | None = None
+
+
+@dataclass
 class DatasetConfig:
-    """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed)."""
+    """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed) and the mapping.
+
+    The source is ``path`` (one JSONL, CSV or Parquet file), else ``data_dir/<name>/<split>.jsonl``, else
+    the Hub (``hub``, ``hub_config``, ``split``); ``fields`` maps its columns (``prism.questions``).
+    """
 
     name: str = MISSING
     split: str = "test"
@@ -58,6 +132,24 @@ class DatasetConfig:
     sample_seed: int = II("seed")
     data_dir: str | None = None
     cache_dir: str = ".prism/frozen"
+    path: str | None = None
+    # jsonl, csv or parquet; null: from the suffix of path.
+    format: str | None = None
+    hub: str | None = None
+    hub_config: str | None = None
+    fields: DatasetFields = field(default_factory=DatasetFields)
+    # index (0-based), letter (A.. or the option's own label), text (the option's text) or none (no key).
+    answer_format: str = "index"
+    # objective (there is a correct option) or subjective (survey items).
+    type: str = "objective"
+    # Named dataset rules (prism.questions.rules.RULES), e.g. [numeric_labels].
+    rules: list[str] = field(default_factory=list)
+    # Option counts to keep (a whole number or a list); null: any count from 2 to 10.
+    options: Any = None
+    # Group values to keep (dataset.fields.group); empty: all.
+    subjects: list[str] = field(default_factory=list)
+    # The group column to draw dataset.n evenly across, or null.
+    stratify: str | None = None
 
 
 @dataclass
@@ -233,9 +325,89 @@ class ReproduceConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas so ``prism/conf/config.yaml`` and ``compare.yaml`` can name them in their defaults."""
+    """Register the schemas so the config tree's defaults lists can name them.
+
+    ``config.yaml``, ``compare.yaml`` and ``reproduce.yaml`` name ``prism_schema``, ``compare_schema`` and
+    ``reproduce_schema``; each model YAML names its backend's schema first in its defaults, merged into
+    the model group itself: ``- /schema/model/llamacpp@_here_`` (or ``ollama``, ``openai``, ``replay``).
+    """
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="prism_schema", node=PrismConfig)
-    ConfigStore.instance().store(name="reproduce_schema", node=ReproduceConfig)
-    ConfigStore.instance().store(name="compare_schema", node=CompareConfig)
+    store = ConfigStore.instance()
+    store.store(name="prism_schema", node=PrismConfig)
+    store.store(name="reproduce_schema", node=ReproduceConfig)
+    store.store(name="compare_schema", node=CompareConfig)
+    for backend, schema in MODEL_SCHEMAS.items():
+        # Outside the model group, so `--help` lists only model files as its options.
+        store.store(group="schema/model", name=backend, node=schema)
+
+
+def to_schema(cfg: Any, schema: type[T]) -> T:
+    """The composed (or merged) config ``cfg`` as an instance of its schema, interpolations resolved.
+
+    Raises:
+        ConfigError: If a mandatory value (``???``) was never set, naming it.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        value = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"{exc.full_key} must be set ({exc.msg}); set it with {exc.full_key}=VALUE.") from exc
+    if not isinstance(value, schema):
+        raise ConfigError(f"the config is a {type(value).__name__}, not the {schema.__name__} this needs.")
+    return value
+
+
+def as_plain(cfg: Any) -> dict[str, Any]:
+    """A schema instance as plain nested dicts and lists, field names unchanged (for YAML and MLflow).
+
+    The ``defaults`` list of a top-level schema is Hydra's composition order, not configuration: it is
+    left out, as Hydra leaves it out of a composed config.
+    """
+    plain = dataclasses.asdict(cfg)
+    plain.pop("defaults", None)
+    return plain
+
+
+# Keys of the single model schema every backend shared before each got its own (runs logged then carry
+# all of them, most null). A logged run's model keys that its backend's schema lacks are dropped only when
+# they are among these: that backend never read them.
+FLAT_MODEL_KEYS = frozenset({
+    "path", "package", "n_ctx", "n_threads", "chat_format", "host", "base_url", "api_key_env", "concurrency",
+    "request_timeout_s", "retry_budget_s", "retry_base_delay_s", "retry_max_delay_s", "num_ctx", "extra_body",
+    "send_top_k",
+})
+
+
+def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str] = ()) -> PrismConfig:
+    """A run's logged ``config/resolved.yaml`` as a :class:`PrismConfig`, with ``key=value`` overrides applied.
+
+    Reads configs logged with the flat model schema too: its keys that the run's backend never read are
+    dropped; every key is then checked against the backend's schema like a composed config.
+
+    Raises:
+        ConfigError: If the logged config names an unknown backend, has a key or value its schema does
+            not accept, or an override does not apply.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    data = {str(k): v for k, v in logged.items() if k != "defaults"}
+    model = dict(data.get("model") or {})
+    backend = str(model.get("backend", ""))
+    if backend not in MODEL_SCHEMAS:
+        raise ConfigError(f"the logged config names model.backend={backend!r}, which this PRISM does not have; "
+                          f"known backends: {', '.join(sorted(MODEL_SCHEMAS))}.")
+    schema = MODEL_SCHEMAS[backend]
+    known = {f.name for f in dataclasses.fields(schema)}
+    data["model"] = {k: v for k, v in model.items() if k in known or k not in FLAT_MODEL_KEYS}
+    try:
+        base = OmegaConf.structured(PrismConfig)
+        base.model = OmegaConf.structured(schema)
+        merged = OmegaConf.merge(base, data, OmegaConf.from_dotlist(list(overrides)))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"the logged config cannot be read with this PRISM's schema: {exc}. Fix the named key "
+                          "with an override ('overrides=[\"KEY=VALUE\"]').") from exc
+    return to_schema(merged, PrismConfig)

@@ -1,7 +1,7 @@
 """``run(cfg)``: one PRISM experiment from a composed config to a finished MLflow run.
 
 questions -> conditions -> prompts -> backend -> store -> parse -> score -> metrics -> tracking.
-No Hydra import below the entry point: tests call :func:`run` on ``compose(overrides=[...])``.
+No Hydra import below the entry point: tests call :func:`run` on a composed config turned into its schema.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request, create_backend
-from prism.conditions import ConditionSet, condition_set_from_config, render_all
+from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
+from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
 from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
-from prism.questions import FrozenSet, freeze_question_set
+from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
@@ -65,7 +66,7 @@ def repetition_seed(seed: int, repetition: int) -> int:
     return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
 
 
-def check_generation(generation: Mapping[str, Any]) -> None:
+def check_generation(generation: GenerationConfig) -> None:
     """Refuse generation values that Hydra's types allow but no backend can honour as meant.
 
     A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
@@ -83,34 +84,36 @@ def check_generation(generation: Mapping[str, Any]) -> None:
         ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
     ]
     for key, valid, accepted in rules:
-        value = generation.get(key)
+        value = getattr(generation, key)
         if not valid(value):
             raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
                               f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
 
 
-def build_requests(frozen: FrozenSet, condition_set: ConditionSet, generation: Mapping[str, Any]) -> list[Request]:
+def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
+                   generation: GenerationConfig) -> list[Request]:
     """Every (condition, question, repetition) cell, condition-major (see ``render_all``)."""
     prompts = render_all(frozen.questions, condition_set)
     requests = []
-    for repetition in range(int(generation["repetitions"])):
+    for repetition in range(generation.repetitions):
         params = GenerationParams(
-            temperature=float(generation["temperature"]),
-            max_tokens=int(generation["max_tokens"]),
-            seed=repetition_seed(int(generation["seed"]), repetition),
-            top_p=generation.get("top_p"),
-            top_k=generation.get("top_k"),
+            temperature=float(generation.temperature),
+            max_tokens=generation.max_tokens,
+            seed=repetition_seed(generation.seed, repetition),
+            top_p=generation.top_p,
+            top_k=generation.top_k,
         )
         requests += [Request(prompt=p, params=params, repetition=repetition) for p in prompts]
     return requests
 
 
-def run_params(cfg: Mapping[str, Any], condition_set: ConditionSet) -> dict[str, str]:
+def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
     """The flattened resolved config as MLflow params, plus every version that can change results."""
     from prism.tracking import flatten
 
     params = {
-        k: v for k, v in flatten(cfg).items() if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
+        k: v for k, v in flatten(as_plain(cfg)).items()
+        if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
     }
     params.update(
         {
@@ -129,20 +132,21 @@ def default_output_dir() -> Path:
     return Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
 
 
-def write_run_inputs(out: Path, cfg: Mapping[str, Any], frozen: FrozenSet, condition_set: ConditionSet) -> None:
+def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_set: ConditionSet) -> None:
     """Write the resolved config, frozen questions and templates that the run's artifacts are made of."""
+    plain = as_plain(cfg)
     (out / "config").mkdir(parents=True, exist_ok=True)
     hydra_dir = out / ".hydra"
     if hydra_dir.is_dir():  # Hydra's own config.yaml, overrides.yaml and hydra.yaml
         for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
             if (hydra_dir / name).is_file():
                 shutil.copy(hydra_dir / name, out / "config" / name)
-    (out / "config" / "resolved.yaml").write_text(yaml.safe_dump(dict(cfg), sort_keys=False), encoding="utf-8")
+    (out / "config" / "resolved.yaml").write_text(yaml.safe_dump(plain, sort_keys=False), encoding="utf-8")
     (out / "questions").mkdir(exist_ok=True)
     shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
     (out / "prompts").mkdir(exist_ok=True)
     # The condition set as configured: templates, or the steps and the data they name.
-    templates = {k: v for k, v in dict(cfg["conditions"]).items() if v not in (None, {}, [])}
+    templates = {k: v for k, v in plain["conditions"].items() if v not in (None, {}, [])}
     # The set's name is config text: safe_filename keeps conditions.name=../x from writing outside prompts/.
     (out / "prompts" / f"{safe_filename(condition_set.name)}.yaml").write_text(
         yaml.safe_dump(templates, sort_keys=False, allow_unicode=True), encoding="utf-8"
@@ -167,7 +171,7 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
 
 
 def run(
-    cfg: Mapping[str, Any],
+    cfg: PrismConfig,
     output_dir: str | Path | None = None,
     sweep_dir: str | None = None,
     extra_tags: Mapping[str, str] | None = None,
@@ -175,8 +179,8 @@ def run(
     """Run one experiment and record it as one MLflow run.
 
     Args:
-        cfg: The resolved config (``OmegaConf.to_container(cfg, resolve=True)``).
-        output_dir: Where the run's files go; defaults to ``cfg['output_dir']`` or ``outputs/<time>``.
+        cfg: The experiment (the composed config as :class:`PrismConfig`, see ``prism.config.to_schema``).
+        output_dir: Where the run's files go; defaults to ``cfg.output_dir`` or ``outputs/<time>``.
         sweep_dir: The multirun sweep directory when this run is one job of a sweep (tagged
             ``prism.sweep`` so the MLflow UI selects a sweep's runs together).
         extra_tags: Tags set last, e.g. ``prism.kind=reproduction`` and ``prism.reproduces`` for a
@@ -190,22 +194,22 @@ def run(
             is marked FAILED with what was collected so far. If MLflow itself fails mid-run, inference
             still finishes and a TrackingError says how to upload the kept results.
     """
-    out = Path(output_dir or cfg.get("output_dir") or default_output_dir())
+    out = Path(output_dir or cfg.output_dir or default_output_dir())
     out.mkdir(parents=True, exist_ok=True)
     plan = prepare(cfg, out)
     with ExitStack() as resources:
         resources.callback(plan.backend.close)
         store = None
-        if cfg["store"]["enabled"]:
-            store = resources.enter_context(closing(CompletionStore(cfg["store"]["path"])))
-            resources.enter_context(experiment_lock(cfg["store"]["path"], plan.experiment_sha256))
+        if cfg.store.enabled:
+            store = resources.enter_context(closing(CompletionStore(cfg.store.path)))
+            resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
         tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
         run_id = plan.tracker.start(plan.run_name, tags)
         with _failing_run(plan.tracker, out):
-            records, n_fresh = ask(plan, cfg, store, out, run_id)
+            records, n_fresh = ask(plan, store, out, run_id)
     with _failing_run(plan.tracker, out):
         scored = score_all(records, plan.frozen, plan.condition_set)
-        metrics = write_results(out, scored, plan.frozen, plan.condition_set, int(cfg["generation"]["repetitions"]))
+        metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
         plan.tracker.log_metrics(metrics)
         for sub in ("config", "questions", "prompts", "responses", "results"):
             for path in sorted((out / sub).glob("*")):
@@ -236,31 +240,27 @@ class Plan:
     run_name: str
 
 
-def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
+def prepare(cfg: PrismConfig, out: Path) -> Plan:
     """Check every input and connect to the model and MLflow; nothing is asked yet.
 
     The backend comes first, so a wrong model path or name is reported before any data is loaded; an
     unreachable tracking store stops the run here, before any inference.
     """
-    check_generation(cfg["generation"])
-    condition_set = condition_set_from_config(cfg["conditions"])
-    dataset_cfg = cfg["dataset"]
-    backend: Backend = create_backend(cfg["model"])
+    check_generation(cfg.generation)
+    condition_set = condition_set_from_config(cfg.conditions)
+    backend: Backend = create_backend(cfg.model)
     try:
-        frozen = freeze_question_set(
-            dataset=dataset_cfg["name"], split=dataset_cfg["split"], n=int(dataset_cfg["n"]),
-            seed=int(dataset_cfg["sample_seed"]), data_dir=dataset_cfg.get("data_dir"),
-            cache_dir=dataset_cfg.get("cache_dir") or ".prism/frozen",
-        )
+        frozen = freeze_dataset(cfg.dataset)
         report_dropped(frozen)
+        check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
-        requests = build_requests(frozen, condition_set, cfg["generation"])
+        requests = build_requests(frozen, condition_set, cfg.generation)
         cells = make_cells(requests, identity, frozen.dataset, frozen.split)
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(
-                resolve_tracking_uri(cfg["tracking"].get("uri"), bool(cfg["tracking"].get("require_server"))),
-                cfg["tracking"]["experiment"],
+                resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server),
+                cfg.tracking.experiment,
             ),
             out,
         )
@@ -272,29 +272,21 @@ def prepare(cfg: Mapping[str, Any], out: Path) -> Plan:
         condition_set=condition_set, frozen=frozen, backend=backend, identity=identity, cells=cells,
         tracker=tracker, params=params,
         experiment_sha256=hashlib.sha256(canonical_json(params).encode()).hexdigest(),
-        run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.get('seed', 0)}",
+        run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.seed}",
     )
 
 
-_DROP_TEXT = {
-    "not_four_options": "without exactly four options",
-    "repeated_options": "with repeated options",
-    "answer_not_in_labels": "whose answer key is not one of their labels",
-}
-
-
 def report_dropped(frozen: FrozenSet) -> None:
-    """Say how many source questions were left out of the pool and why; a bad answer key is a warning.
+    """Say how many source questions were left out of the pool and why (bad data is an error before this).
 
     Counts per reason are also tagged on the run (``prism.dropped.<reason>``, see :func:`run_tags`).
     """
     dropped = {reason: count for reason, count in frozen.dropped.items() if count}
     if not dropped:
         return
-    level = logging.WARNING if dropped.get("answer_not_in_labels") else logging.INFO
-    log.log(level, "%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
-            sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
-            "; ".join(f"{count} {_DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
+    log.info("%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
+              sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
+             "; ".join(f"{count} {DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
 
 
 def run_tags(plan: Plan, out: Path) -> dict[str, str]:
@@ -315,7 +307,7 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
     }
 
 
-def ask(plan: Plan, cfg: Mapping[str, Any], store: CompletionStore | None, out: Path,
+def ask(plan: Plan, store: CompletionStore | None, out: Path,
         run_id: str) -> tuple[list[dict[str, Any]], int]:
     """Log the run's inputs, reuse stored cells, ask the model for the rest; return records and fresh count."""
     from tqdm import tqdm

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from prism import __version__
+from prism.config import PrismConfig, ReproduceConfig, TrackingConfig, prism_config_from_logged
 from prism.errors import PrismError
+
+if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
         ``different``, ``missing`` (only the original has it) or ``extra`` (only the reproduction has it),
         and both responses and errors.
     """
+    import pandas as pd
+
     first = {cell_key(r): r for r in original}
     second = {cell_key(r): r for r in again}
     rows = []
@@ -102,6 +108,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
     """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    import pandas as pd
+
     rows = []
     for name in sorted(set(original) | set(again)):
         a, b = original.get(name), again.get(name)
@@ -111,43 +119,42 @@ def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> p
     return pd.DataFrame(rows, columns=["metric", "original", "reproduced", "same"])
 
 
-def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Apply ``key=value`` overrides (OmegaConf dotlist syntax) to a logged config."""
-    from omegaconf import OmegaConf
+def with_builtin_dataset(logged: dict[str, Any]) -> dict[str, Any]:
+    """A config logged before datasets had field mappings names a built-in dataset only: its YAML says the rest.
 
-    merged = OmegaConf.merge(OmegaConf.create(cfg), OmegaConf.from_dotlist(list(overrides)))
-    container = OmegaConf.to_container(merged, resolve=True)
-    assert isinstance(container, dict)
-    return {str(k): v for k, v in container.items()}
+    Without this, the schema's generic defaults would stand in for the dataset's own mapping.
+    """
+    from prism.questions.spec import _builtin_cfg, builtin_names
+
+    dataset = logged.get("dataset") or {}
+    if "fields" in dataset or str(dataset.get("name")) not in builtin_names():
+        return logged
+    return {**logged, "dataset": {**_builtin_cfg(str(dataset["name"])), **dataset}}
 
 
-def localize_data_dir(cfg: dict[str, Any]) -> Check | None:
+def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
     """Use this machine's ``PRISM_DATA_DIR`` when the logged data directory does not exist here."""
-    logged = cfg["dataset"].get("data_dir")
+    logged = cfg.dataset.data_dir
     here = os.environ.get("PRISM_DATA_DIR")
     if logged and not Path(logged).is_dir() and here:
-        cfg["dataset"]["data_dir"] = here
-        return Check("dataset.data_dir", str(logged), here)
-    return None
+        moved = replace(cfg, dataset=replace(cfg.dataset, data_dir=here))
+        return moved, Check("dataset.data_dir", str(logged), here)
+    return cfg, None
 
 
-def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
+def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.base import create_backend
-    from prism.questions import freeze_question_set
+    from prism.questions import freeze_dataset
     from prism.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
-    backend = create_backend(cfg["model"])
+    backend = create_backend(cfg.model)
     try:
         digest = backend.identity().digest
     finally:
         backend.close()
-    dataset = cfg["dataset"]
-    frozen = freeze_question_set(
-        dataset=dataset["name"], split=dataset["split"], n=int(dataset["n"]), seed=int(dataset["sample_seed"]),
-        data_dir=dataset.get("data_dir"), cache_dir=dataset.get("cache_dir") or ".prism/frozen",
-    )
+    frozen = freeze_dataset(cfg.dataset)
     return [
         Check("prism.version", tags.get("prism.version", ""), __version__),
         Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
@@ -158,27 +165,30 @@ def preflight(cfg: Mapping[str, Any], tags: Mapping[str, str]) -> list[Check]:
     ]
 
 
-def reproduce(run_id: str, tracking_uri: str | None, experiment: str, overrides: Sequence[str] = (),
-              output_dir: str | Path | None = None) -> Outcome:
-    """Re-run ``run_id`` from its logged config with the store bypassed, and diff the result.
+def reproduce(settings: ReproduceConfig, output_dir: str | Path | None = None) -> Outcome:
+    """Re-run ``settings.run_id`` from its logged config with the store bypassed, and diff the result.
+
+    Runs logged before each backend had its own model schema are read too (see
+    :func:`prism.config.prism_config_from_logged`).
 
     Args:
-        run_id: The MLflow run to reproduce.
-        tracking_uri: Where it is (and where the reproduction is logged); None for MLflow's default.
-        experiment: Experiment for the reproduction run.
-        overrides: ``key=value`` changes to the logged config (e.g. a local ``dataset.data_dir``).
+        settings: The run to reproduce, the tracking store it is in (the reproduction is logged there, to
+            ``settings.tracking.experiment``), and ``key=value`` changes to its logged config (e.g. a local
+            ``dataset.data_dir``).
         output_dir: Where the reproduction's files go.
 
     Raises:
         ReproduceError: If the run or its logged config cannot be read.
+        ConfigError: If the logged config, with the overrides, does not fit this PRISM's schema.
     """
     import mlflow
 
     from prism.pipeline import run
     from prism.store import read_jsonl
-    from prism.tracking import MlflowTracker
+    from prism.tracking import MlflowTracker, resolve_tracking_uri
 
-    tracker = MlflowTracker(tracking_uri, experiment)
+    run_id, experiment = settings.run_id, settings.tracking.experiment
+    tracker = MlflowTracker(resolve_tracking_uri(settings.tracking.uri, settings.tracking.require_server), experiment)
     client = mlflow.tracking.MlflowClient(tracker.uri)
     try:
         logged = client.get_run(run_id)
@@ -189,11 +199,11 @@ def reproduce(run_id: str, tracking_uri: str | None, experiment: str, overrides:
     except Exception as exc:  # MLflow raises several types for a missing run or artifact
         raise ReproduceError(f"cannot read run {run_id!r} and its logged config from {tracker.uri!r}: {exc}. "
                              "Check the run id and tracking.uri / MLFLOW_TRACKING_URI.") from exc
-    cfg = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    cfg = apply_overrides(cfg, overrides)
-    cfg["tracking"] = {"uri": tracker.uri, "experiment": experiment}
-    cfg["store"] = {**cfg.get("store", {}), "enabled": False}
-    moved = localize_data_dir(cfg)
+    logged_cfg = with_builtin_dataset(yaml.safe_load(Path(config_path).read_text(encoding="utf-8")))
+    cfg = prism_config_from_logged(logged_cfg, settings.overrides)
+    cfg = replace(cfg, tracking=TrackingConfig(uri=tracker.uri, experiment=experiment),
+                  store=replace(cfg.store, enabled=False))
+    cfg, moved = localize_data_dir(cfg)
     checks = ([moved] if moved else []) + preflight(cfg, logged.data.tags)
     for check in checks:
         if not check.same:
@@ -252,18 +262,18 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
 
 
 def _short(text: object, width: int = 40) -> str:
-    if text is None or (isinstance(text, float) and pd.isna(text)):
+    if text is None or (isinstance(text, float) and math.isnan(text)):
         return "(none)"
     flat = " ".join(str(text).split())
     return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
 
 
 def main() -> None:
-    """``python -m prism.reproduce RUN_ID [tracking.uri=...] [overrides=[dataset.data_dir=DIR]]``."""
+    """``python -m prism.reproduce RUN_ID [tracking.uri=...] ['overrides=["dataset.data_dir=DIR"]']``."""
     import sys
 
     import hydra
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import DictConfig
 
     from prism.config import register_configs
 
@@ -276,19 +286,15 @@ def main() -> None:
     def app(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
 
-        from prism.tracking import resolve_tracking_uri
+        from prism.config import to_schema
 
-        settings = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(settings, dict)
         try:
-            outcome = reproduce(str(settings["run_id"]), resolve_tracking_uri(settings["tracking"].get("uri"),
-                                                     bool(settings["tracking"].get("require_server"))),
-                                str(settings["tracking"]["experiment"]), settings.get("overrides") or [],
-                                HydraConfig.get().runtime.output_dir)
+            settings = to_schema(cfg, ReproduceConfig)
+            outcome = reproduce(settings, HydraConfig.get().runtime.output_dir)
         except PrismError as exc:
             print(f"prism.reproduce: error: {exc}", file=sys.stderr)
             sys.exit(2)
-        print(format_outcome(outcome, str(settings["run_id"])))
+        print(format_outcome(outcome, settings.run_id))
         sys.exit(0 if outcome.identical else 1)
 
     app()

@@ -56,6 +56,7 @@ class Question:
         answer: Canonical label of the correct option.
         dataset: Dataset name, e.g. ``arc_challenge``.
         split: Split the question was drawn from.
+        group: The dataset's own grouping (MMLU's subject, MMLU-Pro's category), or None when it has none.
     """
 
     question_id: str
@@ -65,12 +66,19 @@ class Question:
     answer: str
     dataset: str
     split: str
+    group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the canonical JSON-ready form (tuples become lists)."""
+        """Return the canonical JSON-ready form (tuples become lists).
+
+        ``group`` is written only when the question has one, so the frozen bytes (and hashes) of datasets
+        without groups are the same as before groups existed.
+        """
         record = asdict(self)
         record["options"] = list(self.options)
         record["labels"] = list(self.labels)
+        if self.group is None:
+            del record["group"]
         return record
 
     @classmethod
@@ -84,6 +92,7 @@ class Question:
             answer=str(record["answer"]),
             dataset=str(record["dataset"]),
             split=str(record["split"]),
+            group=None if record.get("group") is None else str(record["group"]),
         )
 
 

@@ -11,9 +11,13 @@ response with the installed ``prism.parsing`` and prints:
 - every case where parser and person disagree (for an unclear case: the parser names a label other
   than the person's tentative one), with the person's note.
 
+Cases were collected in rounds (the ``round`` field; a case without one is from round 1); ``--round N``
+restricts every table to one round, and the full output ends with a one-line summary per round.
+
 Run it before and after a parser change to get reproducible numbers:
 
     PYTHONPATH=. python scripts/parser_evidence.py
+    PYTHONPATH=. python scripts/parser_evidence.py --round 2 --quiet
     PYTHONPATH=. python scripts/parser_evidence.py --json /tmp/evidence.json
 """
 
@@ -47,16 +51,20 @@ def _disagrees(case: dict[str, Any], parsed: Parsed) -> bool:
     return parsed.displayed not in (None, case["person_displayed"])
 
 
+def case_round(case: dict[str, Any]) -> int:
+    """The collection round of a case; cases from before the field existed are round 1."""
+    return int(case.get("round", 1))
+
+
 def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Parse every case and tally agreement with the person, per family and overall."""
+    """Parse every case and tally agreement with the person, per family, per round and overall."""
     rows: dict[str, Counter[str]] = defaultdict(Counter)
+    rounds: dict[str, Counter[str]] = defaultdict(Counter)
     methods: dict[str, Counter[str]] = defaultdict(Counter)
     disagreements: list[dict[str, Any]] = []
     for case in cases:
         parsed = _parse(case)
-        for key in (case["family"], "ALL"):
-            row = rows[key]
-            methods[key][parsed.method] += 1
+        for row in (rows[case["family"]], rows["ALL"], rounds[f"round {case_round(case)}"]):
             row["cases"] += 1
             if case["person_clear"]:
                 row["clear"] += 1
@@ -68,6 +76,8 @@ def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
                         row["unknown"] += 1
                 if parsed.displayed not in (None, case["person_displayed"]):
                     row["misread"] += 1
+        for key in (case["family"], "ALL"):
+            methods[key][parsed.method] += 1
         if _disagrees(case, parsed):
             disagreements.append(
                 {
@@ -85,6 +95,7 @@ def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "parser_version": PARSER_VERSION,
         "families": {k: dict(v) for k, v in rows.items()},
+        "rounds": {k: dict(v) for k, v in sorted(rounds.items())},
         "methods": {k: dict(v) for k, v in methods.items()},
         "disagreements": disagreements,
     }
@@ -113,6 +124,13 @@ def render(result: dict[str, Any]) -> str:
     for method in seen:
         counts = [result["methods"][f].get(method, 0) for f in [*fams, "ALL"]]
         lines.append(f"{method:<12}" + "".join(f"{c:>10}" for c in counts))
+    lines += [""]
+    for name, counts in result["rounds"].items():
+        r = Counter(counts)
+        lines.append(
+            f"{name}: {r['cases']} cases, {r['answered']} clearly answered, {r['recovered']} recovered"
+            f" ({_pct(r['recovered'], r['answered']).strip()}), {r['unknown']} UNKNOWN, {r['misread']} misread"
+        )
     lines += ["", f"disagreements: {len(result['disagreements'])}"]
     for d in result["disagreements"]:
         person = d["person"] if d["person"] is not None else f"UNKNOWN({d['person_reason']})"
@@ -128,10 +146,15 @@ def main() -> None:
     """Command line entry point."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="the public case table (JSONL)")
+    ap.add_argument("--round", type=int, help="only the cases of this collection round")
     ap.add_argument("--json", type=Path, help="also write the full result as JSON here")
     ap.add_argument("--quiet", action="store_true", help="leave out the list of disagreements")
     args = ap.parse_args()
     cases = [json.loads(line) for line in args.cases.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.round is not None:
+        cases = [case for case in cases if case_round(case) == args.round]
+        if not cases:
+            ap.error(f"no case of round {args.round} in {args.cases}; a run without --round lists the rounds present")
     result = evaluate(cases)
     text = render(result)
     if args.quiet:

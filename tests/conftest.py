@@ -7,18 +7,43 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from prism.config import PrismConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Small seeded subsets of the ARC-Challenge and SciQ test splits, committed (see tests/data/README.md).
+FIXTURE_DATA = REPO_ROOT / "tests" / "data"
+# The full datasets, when this machine has them: PRISM_DATA_DIR, else a `shared/data` directory beside the
+# checkout (where CI keeps them). A fresh clone has neither, and the checks that need them skip.
+SIBLING_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def find_full_data() -> Path | None:
+    """The directory of full local datasets (Hub schema), or None when this machine has none."""
+    for candidate in (os.environ.get("PRISM_DATA_DIR"), SIBLING_DATA):
+        if candidate and (Path(candidate) / "arc_challenge" / "test.jsonl").is_file():
+            return Path(candidate)
+    return None
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """Local JSONL copies of the datasets in the Hub's schema: ``PRISM_DATA_DIR``, else ``../shared/data``."""
-    path = Path(os.environ.get("PRISM_DATA_DIR") or REPO_ROOT.parent / "shared" / "data")
-    if not (path / "arc_challenge").is_dir():
-        pytest.fail(f"no local datasets at {path}: set PRISM_DATA_DIR to a directory like ../shared/data")
+    """The committed fixture subsets in the Hub's schema: every test that needs questions reads these."""
+    return FIXTURE_DATA
+
+
+@pytest.fixture(scope="session")
+def full_data_dir() -> Path:
+    """The full test splits, for checks of dataset-wide facts; skips (saying why) when none is found."""
+    path = find_full_data()
+    if path is None:
+        pytest.skip(f"needs the full datasets: set PRISM_DATA_DIR or put them at {SIBLING_DATA}")
     return path
 
 
@@ -49,19 +74,32 @@ def run_overrides(workdir: Path, data_dir: Path) -> list[str]:
     ]
 
 
-def compose_config(overrides: list[str]) -> dict:
-    """Compose ``prism/conf/config.yaml`` exactly as ``python -m prism`` would, resolved to a plain dict."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+def compose(config_name: str, overrides: list[str]) -> Any:
+    """Compose ``prism/conf/<config_name>.yaml`` with ``overrides``, as its entry point does (a DictConfig)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from prism.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        return hydra_compose(config_name=config_name, overrides=overrides)
+
+
+def compose_config(overrides: list[str]) -> PrismConfig:
+    """Compose ``prism/conf/config.yaml`` exactly as ``python -m prism`` would, as its schema."""
+    from prism.config import PrismConfig, to_schema
+
+    return to_schema(compose("config", overrides), PrismConfig)
+
+
+def compose_plain(overrides: list[str]) -> dict[str, Any]:
+    """The composed ``config.yaml`` resolved to plain dicts, as a run's ``config/resolved.yaml`` holds it."""
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(compose("config", overrides), resolve=True, throw_on_missing=True)
     assert isinstance(container, dict)
-    return container
+    return {str(k): v for k, v in container.items()}
 
 
 @pytest.fixture(scope="session")

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, fresh_mlflow, run_overrides
+from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
-from prism.questions import freeze_question_set
+from prism.config import LlamaCppModelConfig
 from prism.store import CompletionStore, StoreError
 from prism.tracking import MlflowTracker, TrackingError
 from prism.types import GenerationParams, Prompt
@@ -77,7 +77,7 @@ def build_cases(root: Path, data_dir: Path) -> dict[str, Case]:
     return {
         "unknown-condition-set": Case(("conditions=nope",), ("Could not find 'conditions/nope'",
                                       "Available options in 'conditions'", "prism"), prism_error=False),
-        "unknown-dataset": Case(("dataset=mmlu",), ("Could not find 'dataset/mmlu'", "arc_challenge", "sciq"),
+        "unknown-dataset": Case(("dataset=nope",), ("Could not find 'dataset/nope'", "arc_challenge", "sciq"),
                                 prism_error=False),
         "wrong-type-float": Case(("generation.temperature=hot",), ("'hot' of type 'str' could not be converted "
                                                                    "to Float",), prism_error=False),
@@ -172,7 +172,7 @@ def test_a_gguf_with_the_magic_that_llama_cpp_cannot_load_is_a_backend_error(tmp
 
     damaged = tmp_path / "damaged.gguf"
     damaged.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)  # passes the magic check, then nothing loads
-    backend = LlamaCppBackend({"name": "damaged", "path": str(damaged)})
+    backend = LlamaCppBackend(LlamaCppModelConfig(name="damaged", path=str(damaged)))
     prompt = Prompt("q1", "P0", "Which? A. w\nReturn only the letter.", ("A",), ("A",), ("w",), "1")
     with pytest.raises(BackendError, match=rf"llama.cpp could not load model.path '{damaged}'.*truncated"):
         backend.generate(Request(prompt, GenerationParams(temperature=0.0, max_tokens=4), 0))
@@ -188,23 +188,15 @@ def test_a_tracking_uri_with_an_unknown_scheme_is_a_tracking_error() -> None:
         MlflowTracker("nosuch://x", "prism")
 
 
-def test_a_question_whose_answer_key_is_not_a_label_is_dropped_and_the_run_says_so(
-        workdir: Path, data_dir: Path, mlflow_template: Path, caplog: pytest.LogCaptureFixture) -> None:
-    import mlflow
-
-    fresh_mlflow(mlflow_template, workdir)
+def test_a_question_whose_answer_key_is_not_a_label_stops_the_run_before_any_model_call(workdir: Path) -> None:
     bad_key = data_dir_with(workdir, "bad_key", [*(arc_row(f"Q{i}") for i in range(4)), arc_row("Q8", key="E")])
-    frozen = freeze_question_set("arc_challenge", "test", 4, 0, bad_key, workdir / "frozen")
-    assert "Q8" not in {q.question_id for q in frozen.questions} and frozen.dropped["answer_not_in_labels"] == 1
-    replay = workdir / "replay.jsonl"
-    replay.write_text("".join(json.dumps({"question_id": q.question_id, "condition": c, "response": "A"}) + "\n"
-                              for q in frozen.questions for c in ("P0", "P1", "P2", "P3", "P4")))
     from prism.pipeline import run
+    from prism.questions import DataError
 
-    overrides = [*run_overrides(workdir, workdir / "bad_key"), "dataset.n=4", "model=replay", f"model.path={replay}"]
-    with caplog.at_level("WARNING", logger="prism.pipeline"):
-        result = run(compose_config(overrides), output_dir=workdir / "out")
-    assert "1 question(s) of arc_challenge/test left out of the pool the sample is drawn from (4 eligible): 1 " \
-           "whose answer key is not one of their labels" in caplog.text
-    tags = mlflow.tracking.MlflowClient(result.tracking_uri).get_run(result.run_id).data.tags
-    assert tags["prism.dropped.answer_not_in_labels"] == "1" and tags["prism.dropped.not_four_options"] == "0"
+    replay = workdir / "replay.jsonl"  # the model: answers for the good questions, never asked
+    replay.write_text("".join(json.dumps({"question_id": f"Q{i}", "condition": c, "response": "A"}) + "\n"
+                              for i in range(4) for c in ("P0", "P1", "P2", "P3", "P4")))
+    overrides = [*run_overrides(workdir, bad_key), "dataset.n=4", "model=replay", f"model.path={replay}"]
+    with pytest.raises(DataError, match=rf"{bad_key}/arc_challenge/test.jsonl:5: field 'answerKey' .*'E'"):
+        run(compose_config(overrides), output_dir=workdir / "out")
+    assert not (workdir / "out" / "responses").exists()

@@ -37,7 +37,7 @@ def test_requests_are_prisms_own_in_both_orders(workdir: Path, data_dir: Path) -
     cfg = compose_config(overrides)
     frozen = freeze_question_set(dataset="arc_challenge", n=3, seed=0, data_dir=data_dir,
                                  cache_dir=str(workdir / "frozen"))
-    expected = build_requests(frozen, condition_set_from_config(cfg["conditions"]), cfg["generation"])
+    expected = build_requests(frozen, condition_set_from_config(cfg.conditions), cfg.generation)
     assert [row["kwargs"] for row in cm] == [build_request(r) for r in expected]
     assert Counter(json.dumps(r, sort_keys=True) for r in cm) == Counter(json.dumps(r, sort_keys=True) for r in qm)
     ids = [q.question_id for q in frozen.questions]

@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import CONF_DIR, compose_config, run_overrides
+from conftest import CONF_DIR, compose, compose_config, run_overrides
 
 from prism.compare.core import compare
 from prism.compare.select import CompareError, RunSummary, Selection, choose_runs, find_mismatches
 from prism.compare.tables import DIVERGENCE_COLUMNS, SENSITIVITY_COLUMNS
+from prism.config import CompareConfig, to_schema
 from prism.pipeline import run
 from prism.questions import Question, freeze_question_set
 
@@ -78,19 +79,9 @@ def answers(questions: list[Question], script: dict[str, str]) -> dict[tuple[str
     return table
 
 
-def compose_compare(overrides: list[str]) -> dict[str, Any]:
+def compose_compare(overrides: list[str]) -> CompareConfig:
     """Compose ``prism/conf/compare.yaml`` as ``python -m prism.compare`` would."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from prism.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="compare", overrides=overrides)
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(container, dict)
-    return container
+    return to_schema(compose("compare", overrides), CompareConfig)
 
 
 class Store:

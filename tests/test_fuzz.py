@@ -175,7 +175,7 @@ def test_config_composes_or_fails_with_hydras_own_errors(key: str, value: str) -
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from prism.config import register_configs
+    from prism.config import PrismConfig, register_configs, to_schema
 
     register_configs()
     try:
@@ -189,6 +189,6 @@ def test_config_composes_or_fails_with_hydras_own_errors(key: str, value: str) -
     node = container[section] if section else container
     assert isinstance(node, dict) and name in node
     try:  # what Hydra's types let through, PRISM's own check takes or refuses with a ConfigError
-        check_generation(container["generation"])
+        check_generation(to_schema(cfg, PrismConfig).generation)
     except ConfigError as exc:
         assert str(exc).startswith("generation.")

@@ -107,7 +107,7 @@ PARSED_FIELDS = ("displayed", "answer", "recovered", "compliant", "method", "par
 def test_scrambling_the_answer_key_changes_correctness_only(frozen: Any, conditions: str, seed: int) -> None:
     # labels and option_order relabel and reorder the options, so the parsed label is mapped back to a
     # canonical one through the prompt; that mapping must not depend on the key either.
-    condition_set = condition_set_from_config(compose_config([f"conditions={conditions}"])["conditions"])
+    condition_set = condition_set_from_config(compose_config([f"conditions={conditions}"]).conditions)
     rng = random.Random(seed)
     identity = ModelIdentity("m", "replay", "d", {})
     params = GenerationParams(temperature=0.0, max_tokens=8)
@@ -142,7 +142,7 @@ def test_the_parser_is_handed_only_strings_by_the_pipeline(frozen: Any, monkeypa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(prism.summary, "parse_response", spy)
-    condition_set = condition_set_from_config(compose_config([])["conditions"])
+    condition_set = condition_set_from_config(compose_config([]).conditions)
     prompts = render_all(frozen.questions[:3], condition_set)
     identity = ModelIdentity("m", "replay", "d", {})
     records = [raw_record(Cell(Request(p, GenerationParams(0.0, 8), 0), "arc_challenge", "test", p.sha256), identity,
@@ -197,8 +197,8 @@ def test_dataset_text_reaches_the_model_literally_under_every_condition_set(craf
     frozen = read_frozen(crafted / conditions / "questions" / "frozen.jsonl")
     assert {q.question.split(" #")[0] for q in frozen} == {STEM}  # control characters kept through the cache
     # Steps that edit the stem on purpose (typos) are exempt for the stem; option texts are never edited.
-    typo_conditions = {name for name, spec in (cfg["conditions"].get("variants") or {}).items()
-                       if any(step["op"] == "typos" for step in spec["steps"])}
+    typo_conditions = {name for name, spec in cfg.conditions.variants.items()
+                       if any(step.op == "typos" for step in spec.steps)}
     sent = [(c["messages"][-1]["content"]) for c in stub.chats]
     logged = {json.loads(line)["prompt"] for line in (crafted / conditions / "responses/responses.jsonl").open()}
     assert set(sent) == logged  # the log holds exactly what the model was sent, control characters and all

@@ -91,6 +91,8 @@ def test_public_table_is_well_formed() -> None:
             assert case["person_displayed"] in case["labels"], case["id"]
             assert case["person_reason"] is None, case["id"]
         assert case["finish_reason"] is None or isinstance(case["finish_reason"], str)
+        # Collection round; cases from before the field existed are round 1.
+        assert isinstance(case.get("round", 1), int) and case.get("round", 1) >= 1, case["id"]
 
 
 @pytest.mark.parametrize("case", _params())

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import CONF_DIR, REPO_ROOT, compose_config
+from conftest import CONF_DIR, REPO_ROOT, compose_config, compose_plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +39,7 @@ FINGERPRINTS = REPO_ROOT / "tests" / "data" / "condition_fingerprints.json"
 
 
 def conditions_cfg(name: str, *overrides: str) -> dict:
-    return compose_config([f"conditions={name}", *overrides])["conditions"]
+    return compose_plain([f"conditions={name}", *overrides])["conditions"]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 from conftest import compose_config, run_overrides
 
 from prism.conditions import condition_set_from_config, render
+from prism.config import PrismConfig
 from prism.perturbations import PerturbationError
 from prism.pipeline import run
 from prism.questions import freeze_question_set
@@ -19,10 +20,10 @@ ORDER = ["P0", "reverse", "rotate", "swap_ends", "shuffle"]
 FAILED = None
 
 
-def scenario(data_dir: Path, workdir: Path, cfg: dict) -> tuple[list[dict], list]:
+def scenario(data_dir: Path, workdir: Path, cfg: PrismConfig) -> tuple[list[dict], list]:
     """Four questions; each response is written as the label that shows the wanted canonical option."""
     frozen = freeze_question_set("arc_challenge", "test", 4, 0, data_dir, workdir / "frozen")
-    cs = condition_set_from_config(cfg["conditions"])
+    cs = condition_set_from_config(cfg.conditions)
     conditions = {c.name: c for c in cs.conditions}
     q1, q2, q3, q4 = frozen.questions
 

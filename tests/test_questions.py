@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -14,12 +15,14 @@ from typing import Any
 
 import pytest
 
-from prism import questions as q
 from prism.questions import DataError, freeze, freeze_question_set, load_questions, read_frozen
+from prism.questions import sources as q
 from prism.types import Question
 
-# The n=100, seed 0 test-split samples of ../shared/data. Pinned so that "byte-identical on any machine"
+# The published n=100, seed 0 samples of the test splits. Pinned so that "byte-identical on any machine"
 # is checked against other machines too; a change here changes every frozen set and must be deliberate.
+# The committed fixtures hold every question of these samples (tests/data/README.md), so both the fixtures
+# and the full splits must give them.
 PINNED_SHA256 = {
     "arc_challenge": "89dfafe1d03afadebb676c5ff785b928ffcca782f0c5a8b85611627124de2ce2",
     "sciq": "06c5aa4052c83c509ec00f181fae942359ee4e9feb00e56d2196ff881dc4aa07",
@@ -67,13 +70,21 @@ def test_frozen_set_is_byte_identical_across_builds(dataset: str, data_dir: Path
     assert first.path.read_bytes() == second.path.read_bytes()
     assert first.sha256 == second.sha256 == hashlib.sha256(first.path.read_bytes()).hexdigest()
     assert first.sha256 == PINNED_SHA256[dataset]
-    assert first.path.name == f"{dataset}-test-n100-seed0.jsonl"
+    assert re.fullmatch(rf"{dataset}-test-n100-seed0-[0-9a-f]{{12}}\.jsonl", first.path.name)
     assert tuple(read_frozen(first.path)) == first.questions
     assert len(first.questions) == 100 and len({x.question_id for x in first.questions}) == 100
     source = data_dir / dataset / "test.jsonl"
     assert first.dataset_version == "sha256:" + hashlib.sha256(source.read_bytes()).hexdigest()
     # A second use of the same cache verifies the file and returns the same set.
     assert freeze_question_set(dataset, "test", 100, 0, data_dir, tmp_path / "a") == first
+
+
+@pytest.mark.parametrize("dataset", ["arc_challenge", "sciq"])
+def test_full_split_gives_the_published_frozen_set(dataset: str, full_data_dir: Path, tmp_path: Path) -> None:
+    frozen = freeze_question_set(dataset, "test", 100, 0, full_data_dir, tmp_path)
+    assert frozen.sha256 == PINNED_SHA256[dataset]
+    source = full_data_dir / dataset / "test.jsonl"
+    assert frozen.dataset_version == "sha256:" + hashlib.sha256(source.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("dataset", ["arc_challenge", "sciq"])
@@ -92,23 +103,38 @@ def test_freeze_ignores_pool_order() -> None:
     assert freeze(pool, 10, 3) == freeze(shuffled, 10, 3)
 
 
-def test_dropped_counts(data_dir: Path) -> None:
-    arc = load_questions("arc_challenge", "test", data_dir=data_dir)
-    assert arc.dropped == {"not_four_options": 7, "repeated_options": 1, "answer_not_in_labels": 0}
+def _numeric_rows(data: Path) -> list[dict[str, Any]]:
+    return [r for r in _rows(data / "arc_challenge" / "test.jsonl") if r["choices"]["label"] == ["1", "2", "3", "4"]]
+
+
+def test_dropped_counts_of_the_full_splits(full_data_dir: Path) -> None:
+    arc = load_questions("arc_challenge", "test", data_dir=full_data_dir)
+    assert arc.dropped == {"option_count": 7, "too_many_options": 0, "repeated_options": 1, "duplicate": 0,
+                           "reordered_duplicate": 0}
     assert len(arc.questions) == 1172 - 8
-    sciq = load_questions("sciq", "test", data_dir=data_dir)
-    assert sciq.dropped == {"not_four_options": 0, "repeated_options": 9, "answer_not_in_labels": 0}
+    assert len(_numeric_rows(full_data_dir)) == 21
+    sciq = load_questions("sciq", "test", data_dir=full_data_dir)
+    assert sciq.dropped == {"option_count": 0, "too_many_options": 0, "repeated_options": 9, "duplicate": 0,
+                            "reordered_duplicate": 0}
     assert len(sciq.questions) == 1000 - 9
+
+
+def test_dropped_counts_of_the_fixtures(data_dir: Path) -> None:
+    # The counts tests/data/README.md states for the committed subsets.
+    arc = load_questions("arc_challenge", "test", data_dir=data_dir)
+    assert arc.dropped == {"option_count": 1, "too_many_options": 0, "repeated_options": 0, "duplicate": 0,
+                           "reordered_duplicate": 0}
+    assert len(arc.questions) == 200 - 1
+    sciq = load_questions("sciq", "test", data_dir=data_dir)
+    assert sciq.dropped == {"option_count": 0, "too_many_options": 0, "repeated_options": 3, "duplicate": 0,
+                            "reordered_duplicate": 0}
+    assert len(sciq.questions) == 200 - 3
 
 
 def test_arc_numeric_labels_map_to_letters_by_position(data_dir: Path) -> None:
     by_id = {x.question_id: x for x in load_questions("arc_challenge", "test", data_dir=data_dir).questions}
-    numeric = [
-        r
-        for r in _rows(data_dir / "arc_challenge" / "test.jsonl")
-        if r["choices"]["label"] == ["1", "2", "3", "4"]
-    ]
-    assert len(numeric) == 21
+    numeric = _numeric_rows(data_dir)
+    assert len(numeric) == 5
     for row in numeric:
         question = by_id[row["id"]]
         assert question.labels == ("A", "B", "C", "D")
@@ -131,12 +157,12 @@ def test_sciq_options_are_shuffled_stably_and_keep_the_answer(data_dir: Path) ->
     assert all(sorted(a.options) == sorted(b.options) for a, b in zip(first, reseeded, strict=True))
 
 
-def test_answer_key_outside_labels_is_dropped(tmp_path: Path) -> None:
+def test_answer_key_outside_labels_is_an_error_naming_row_and_field(tmp_path: Path) -> None:
     lines = [json.dumps(_arc_row("ok")), json.dumps(_arc_row("bad", key="E"))]
-    _write_jsonl(tmp_path, "arc_challenge", lines)
-    loaded = load_questions("arc_challenge", "test", data_dir=tmp_path)
-    assert [x.question_id for x in loaded.questions] == ["ok"]
-    assert loaded.dropped["answer_not_in_labels"] == 1
+    path = _write_jsonl(tmp_path, "arc_challenge", lines)
+    with pytest.raises(DataError, match=rf"{path}:2: field 'answerKey' .* 'E', which is not one of the option "
+                                        r"labels \['A', 'B', 'C', 'D'\]"):
+        load_questions("arc_challenge", "test", data_dir=tmp_path)
 
 
 def test_duplicate_ids_are_an_error(tmp_path: Path) -> None:
@@ -146,13 +172,14 @@ def test_duplicate_ids_are_an_error(tmp_path: Path) -> None:
 
 
 def test_unknown_dataset_lists_the_known_ones(data_dir: Path) -> None:
-    with pytest.raises(DataError, match="unknown dataset 'mmlu'; known datasets: arc_challenge, sciq"):
-        load_questions("mmlu", "test", data_dir=data_dir)
+    with pytest.raises(DataError, match="unknown dataset 'nope'; known datasets: arc_challenge, commonsense_qa, "
+                                        "mmlu, mmlu_pro, openbookqa, sciq"):
+        load_questions("nope", "test", data_dir=data_dir)
 
 
 def test_missing_file_names_the_expected_path(data_dir: Path) -> None:
     expected = data_dir / "sciq" / "train.jsonl"
-    with pytest.raises(DataError, match=f"expected the file {expected}.*validation.jsonl"):
+    with pytest.raises(DataError, match=f"expected the file {expected}.*found: .*test.jsonl"):
         load_questions("sciq", "train", data_dir=data_dir)
 
 
@@ -174,11 +201,12 @@ def test_malformed_row_names_file_and_line(tmp_path: Path, bad_line: str, messag
         load_questions("sciq", "test", data_dir=tmp_path)
 
 
-@pytest.mark.parametrize("n", [0, -1, 992])
+@pytest.mark.parametrize("n", [0, -1, 198])
 def test_n_out_of_range_states_the_pool_size(n: int, data_dir: Path, tmp_cache: Path) -> None:
-    with pytest.raises(DataError, match=f"n={n} .*pool of 991 eligible"):
+    # The SciQ fixture has 197 eligible questions (200 less 3 with a repeated option).
+    with pytest.raises(DataError, match=f"n={n} .*pool of 197 eligible"):
         freeze_question_set("sciq", "test", n, 0, data_dir, tmp_cache)
-    assert freeze_question_set("sciq", "test", 991, 0, data_dir, tmp_cache).pool_size == 991
+    assert freeze_question_set("sciq", "test", 197, 0, data_dir, tmp_cache).pool_size == 197
 
 
 def test_tampered_cache_file_is_an_error_not_a_rebuild(data_dir: Path, tmp_cache: Path) -> None:

@@ -4,6 +4,7 @@ shifts and clustered model on a scripted replay model with five repetitions (num
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -66,11 +67,11 @@ def replay_lines(questions: list[Question], reps: int = R) -> list[dict[str, Any
 def test_sampled_generation_derives_a_seed_per_repetition_and_more_repetitions_extend_the_requests(
         data_dir: Path, workdir: Path) -> None:
     cfg = compose_config([*run_overrides(workdir, data_dir), "generation=sampled", "seed=7", "dataset.n=3"])
-    generation = cfg["generation"]
-    assert (generation["temperature"], generation["repetitions"], generation["max_tokens"]) == (0.7, 5, 64)
-    assert (generation["seed"], generation["top_p"], generation["top_k"]) == (7, 0.95, 40)
+    generation = cfg.generation
+    assert (generation.temperature, generation.repetitions, generation.max_tokens) == (0.7, 5, 64)
+    assert (generation.seed, generation.top_p, generation.top_k) == (7, 0.95, 40)
     frozen = freeze_question_set("arc_challenge", "test", 3, 7, data_dir, workdir / "frozen")
-    conditions = condition_set_from_config(cfg["conditions"])
+    conditions = condition_set_from_config(cfg.conditions)
     requests = build_requests(frozen, conditions, generation)
     assert len(requests) == 5 * 3 * 5
     seeds = {r.repetition: r.params.seed for r in requests}
@@ -78,7 +79,7 @@ def test_sampled_generation_derives_a_seed_per_repetition_and_more_repetitions_e
     assert repetition_seed(8, 1) != seeds[1]  # derived from the run seed and the index, not the index alone
     assert {r.params.temperature for r in requests} == {0.7}
     # Three repetitions are a prefix of five: the same cells, keyed by repetition index.
-    fewer = build_requests(frozen, conditions, {**generation, "repetitions": 3})
+    fewer = build_requests(frozen, conditions, dataclasses.replace(generation, repetitions=3))
 
     def key(r: Any) -> tuple[str, str, int]:
         return r.prompt.sha256, json.dumps(r.params.canonical(), sort_keys=True), r.repetition

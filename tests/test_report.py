@@ -7,6 +7,7 @@ markup, which must reach the page as text. Each value on the page is checked aga
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from html.parser import HTMLParser
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CONF_DIR, compose_config, run_overrides
+from conftest import compose, compose_config, run_overrides
 
 from prism.compare.core import compare
 from prism.compare.readings import (
@@ -96,10 +97,7 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str, Any]:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from prism.config import register_configs
+    from prism.config import CompareConfig, to_schema
 
     root = tmp_path_factory.mktemp("report")
     questions = list(freeze_question_set("arc_challenge", "test", N, 3, data_dir, root / "frozen").questions)
@@ -110,12 +108,8 @@ def report(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str
         cfg = compose_config([*run_overrides(root, data_dir), "model=replay", f"model.path={path}",
                               f"model.name={name}", f"dataset.n={N}", "seed=3"])
         ids[name] = run(cfg, output_dir=root / f"run-{name}").run_id
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        composed = compose(config_name="compare", overrides=[f"tracking.uri=sqlite:///{root}/mlflow.db",
-                                                             "bootstrap=200", "seed=5"])
-    cfg = OmegaConf.to_container(composed, resolve=True)
-    assert isinstance(cfg, dict)
+    cfg = to_schema(compose("compare", [f"tracking.uri=sqlite:///{root}/mlflow.db", "bootstrap=200", "seed=5"]),
+                    CompareConfig)
     result = compare(cfg, output_dir=root / "cmp")
     path = result.output_dir / "comparison" / "report.html"
     source = path.read_text(encoding="utf-8")
@@ -235,7 +229,7 @@ def test_tables_and_summary_are_on_the_page(report: dict[str, Any]) -> None:
 
 
 def test_one_run_still_gets_a_page(report: dict[str, Any]) -> None:
-    cfg = {**report["cfg"], "runs": [report["ids"]["alpha"]]}
+    cfg = dataclasses.replace(report["cfg"], runs=[report["ids"]["alpha"]])
     result = compare(cfg, output_dir=report["root"] / "one")
     page = Page((result.output_dir / "comparison" / "report.html").read_text(encoding="utf-8"))
     assert "there is no other model to diverge from" in page.all_text

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from conftest import compose_config, run_overrides
 
+from prism.config import ReproduceConfig, TrackingConfig
 from prism.pipeline import run
 from prism.questions import freeze_question_set
 from prism.reproduce import diff_cells, diff_metrics, format_outcome, reproduce
@@ -40,7 +41,8 @@ def test_reproduction_of_a_real_smollm2_run_is_identical_and_tagged(workdir: Pat
 
     original = run(compose_config([*run_overrides(workdir, data_dir), "dataset.n=5"]), output_dir=workdir / "one")
     uri = f"sqlite:///{workdir}/mlflow.db"
-    outcome = reproduce(original.run_id, uri, "prism", output_dir=workdir / "again")
+    outcome = reproduce(ReproduceConfig(run_id=original.run_id, tracking=TrackingConfig(uri=uri)),
+                        output_dir=workdir / "again")
     assert outcome.identical, format_outcome(outcome, original.run_id)
     assert len(outcome.cells) == 25 and outcome.n_different == 0
     assert all(check.same for check in outcome.checks if check.item != "prism.git_commit")

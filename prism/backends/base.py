@@ -7,10 +7,10 @@ when a run asks for it by name.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from prism.config import MODEL_SCHEMAS, ModelConfig
 from prism.errors import PrismError
 from prism.types import Completion, GenerationParams, ModelIdentity, Prompt
 
@@ -56,19 +56,27 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def create_backend(model_cfg: Mapping[str, Any]) -> Backend:
-    """Instantiate the backend that ``model_cfg['backend']`` names.
+def create_backend(model: ModelConfig) -> Backend:
+    """Instantiate the backend that ``model.backend`` names, with its own schema's settings.
 
     Args:
-        model_cfg: The resolved ``model`` config group.
+        model: The ``model`` config group, an instance of its backend's schema.
 
     Raises:
-        BackendError: If the name is unknown (the message lists the known ones).
+        BackendError: If the name is unknown (the message lists the known ones), or the settings are
+            another backend's schema (``model.backend`` overridden on a model file of another backend).
     """
-    name = str(model_cfg["backend"])
+    name = model.backend
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}.")
+    schema = MODEL_SCHEMAS[name]
+    if not isinstance(model, schema):
+        raise BackendError(
+            f"model.backend={name!r} cannot read the settings of this model file, which are those of "
+            f"{type(model).__name__}. Choose a model file of the {name} backend (model=...), or write one whose "
+            f"defaults name /schema/model/{name}@_here_, instead of overriding model.backend."
+        )
     module_name, attribute = BACKENDS[name].split(":")
     factory = getattr(importlib.import_module(module_name), attribute)
-    backend: Backend = factory(model_cfg)
+    backend: Backend = factory(model)
     return backend

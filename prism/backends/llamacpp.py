@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.backends.base import BackendError, Request
+from prism.config import LlamaCppModelConfig
 from prism.types import Completion, ModelIdentity
 
 GGUF_MAGIC = b"GGUF"
@@ -93,12 +94,12 @@ def check_gguf(path: Path) -> Path:
     return path
 
 
-def resolve_model_path(model_cfg: Mapping[str, Any]) -> Path:
+def resolve_model_path(model: LlamaCppModelConfig) -> Path:
     """``model.path`` when set, else the GGUF shipped by ``model.package``."""
-    if model_cfg.get("path"):
-        return check_gguf(Path(str(model_cfg["path"])).expanduser())
-    if model_cfg.get("package"):
-        return check_gguf(find_packaged_gguf(str(model_cfg["package"])))
+    if model.path:
+        return check_gguf(Path(model.path).expanduser())
+    if model.package:
+        return check_gguf(find_packaged_gguf(model.package))
     raise BackendError("a llamacpp model needs model.path=FILE.gguf or model.package=NAME.")
 
 
@@ -140,10 +141,10 @@ class LlamaCppBackend:
 
     concurrency = 1  # one llama.cpp context cannot serve two requests at once
 
-    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+    def __init__(self, model: LlamaCppModelConfig) -> None:
         """Resolve and hash the weights; the model itself loads lazily on the first request."""
-        self._cfg = dict(model_cfg)
-        self._path = resolve_model_path(model_cfg)
+        self._cfg = model
+        self._path = resolve_model_path(model)
         self._digest = file_sha256(self._path)
         self._llm: Any = None
 
@@ -155,20 +156,20 @@ class LlamaCppBackend:
         completions under two chat formats must never share stored answers.
         """
         digest = self._digest
-        if self._cfg.get("chat_format"):
-            digest = f"{digest}+chat_format={self._cfg['chat_format']}"
-        return ModelIdentity(str(self._cfg["name"]), "llamacpp", digest, {"path": str(self._path)})
+        if self._cfg.chat_format:
+            digest = f"{digest}+chat_format={self._cfg.chat_format}"
+        return ModelIdentity(self._cfg.name, "llamacpp", digest, {"path": str(self._path)})
 
     def _model(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama  # imported here: a rerun served from the store never needs it
 
-            chat_format = self._cfg.get("chat_format")
+            chat_format = self._cfg.chat_format
             try:
                 self._llm = Llama(
                     model_path=str(self._path),
-                    n_ctx=int(self._cfg.get("n_ctx") or 2048),
-                    n_threads=self._cfg.get("n_threads") or os.cpu_count() or 1,
+                    n_ctx=self._cfg.n_ctx,
+                    n_threads=self._cfg.n_threads or os.cpu_count() or 1,
                     chat_format=chat_format,
                     verbose=False,
                 )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prism.backends.base import BackendError, Request
 from prism.backends.remote import RemoteSettings, quiet_transport_logs, retry_or_fail
 from prism.backends.retry import Transient, transient_status, transport_failure
+from prism.config import OllamaModelConfig
 from prism.types import Completion, ModelIdentity
 
 if TYPE_CHECKING:
@@ -228,7 +229,7 @@ class OllamaBackend:
     share between threads and pools connections, and it keeps no per-request state of its own.
     """
 
-    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+    def __init__(self, model: OllamaModelConfig) -> None:
         """Check the address and settings; nothing is sent until :meth:`identity`.
 
         Raises:
@@ -236,14 +237,13 @@ class OllamaBackend:
         """
         import ollama
 
-        self._name = str(model_cfg.get("name") or "").strip()
+        self._name = model.name.strip()
         if not self._name:
             raise BackendError("an Ollama model needs model.name=TAG (e.g. llama3 or qwen2.5:7b).")
-        self._settings = RemoteSettings.from_config(model_cfg)
+        self._settings = RemoteSettings.from_config(model)
         self.concurrency = self._settings.concurrency
-        self._host = resolve_host(model_cfg.get("host"))
-        num_ctx = model_cfg.get("num_ctx")
-        self._num_ctx = None if num_ctx is None else int(num_ctx)
+        self._host = resolve_host(model.host)
+        self._num_ctx = model.num_ctx
         quiet_transport_logs()
         self._client = ollama.Client(host=self._host.url, timeout=self._settings.request_timeout_s)
         self._tag: str | None = None  # the listed name, set by identity()

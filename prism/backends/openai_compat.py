@@ -70,6 +70,7 @@ from prism.backends.openai_wire import (
 )
 from prism.backends.remote import RemoteSettings, quiet_transport_logs, retry_or_fail
 from prism.backends.retry import Transient, transient_status
+from prism.config import OpenAIModelConfig
 from prism.types import Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class OpenAIBackend:
     so that :mod:`prism.backends.retry` is the only retry policy).
     """
 
-    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+    def __init__(self, model: OpenAIModelConfig) -> None:
         """Check the settings and read the key; nothing is sent until :meth:`identity`.
 
         Raises:
@@ -115,16 +116,16 @@ class OpenAIBackend:
         """
         import openai
 
-        self._name = str(model_cfg.get("name") or "").strip()
+        self._name = model.name.strip()
         if not self._name:
             raise BackendError("an OpenAI-compatible model needs model.name=ID, the id the server lists under "
                                "/v1/models (e.g. the --served-model-name of vLLM or --model_alias of llama.cpp).")
-        self._url = check_base_url(model_cfg.get("base_url"))
-        self._key_env = str(model_cfg.get("api_key_env") or "").strip() or None
+        self._url = check_base_url(model.base_url)
+        self._key_env = (model.api_key_env or "").strip() or None
         self._key = read_api_key(self._key_env)
-        self._extra_body = check_extra_body(model_cfg.get("extra_body"))
-        self._send_top_k = bool(model_cfg.get("send_top_k") or False)
-        self._settings = RemoteSettings.from_config(model_cfg)
+        self._extra_body = check_extra_body(model.extra_body)
+        self._send_top_k = model.send_top_k
+        self._settings = RemoteSettings.from_config(model)
         self.concurrency = self._settings.concurrency
         quiet_transport_logs()
         self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,

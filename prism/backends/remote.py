@@ -8,16 +8,23 @@ Concurrency itself is applied by :func:`prism.inference.dispatch`, which keeps u
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from prism.backends.base import BackendError
-from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
+from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries, transport_failure
+from prism.config import RemoteModelConfig
 
 T = TypeVar("T")
+
+# How long to keep retrying a refused connection to a server that has never answered: long enough for one
+# that is just starting, short enough that a server that is not running is reported within seconds.
+FIRST_CONTACT_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -29,32 +36,34 @@ class RemoteSettings:
         request_timeout_s: Time allowed for one HTTP request (``model.request_timeout_s``).
         retry: Backoff and budget for transient failures (``model.retry_budget_s``,
             ``model.retry_base_delay_s``, ``model.retry_max_delay_s``).
+        reached: Set once the server has answered a call; until then a refused connection gets only
+            :data:`FIRST_CONTACT_BUDGET_S` (the full budget is for a server that goes away mid-run).
     """
 
     concurrency: int
     request_timeout_s: float
     retry: RetryPolicy
+    reached: threading.Event = dataclasses.field(default_factory=threading.Event, compare=False, repr=False)
 
     @classmethod
-    def from_config(cls, model_cfg: Mapping[str, Any]) -> RemoteSettings:
-        """Read and check the settings; a missing key takes the schema's default.
+    def from_config(cls, model: RemoteModelConfig) -> RemoteSettings:
+        """Read and check the settings (the schema holds their defaults).
 
         Raises:
             BackendError: Naming the key and the value it got, when one is out of range.
         """
-        defaults = RetryPolicy()
-        concurrency = _number(model_cfg, "concurrency", 1)
+        concurrency = _number(model, "concurrency")
         if concurrency != int(concurrency) or concurrency < 1:
             raise BackendError(f"model.concurrency must be a whole number >= 1, not {concurrency!r}; "
                                "it is how many requests PRISM keeps in flight at once.")
-        timeout = _number(model_cfg, "request_timeout_s", 120.0)
+        timeout = _number(model, "request_timeout_s")
         if not timeout > 0:
             raise BackendError(f"model.request_timeout_s must be > 0 seconds, not {timeout!r}.")
         try:
             retry = RetryPolicy(
-                budget_s=_number(model_cfg, "retry_budget_s", defaults.budget_s),
-                base_delay_s=_number(model_cfg, "retry_base_delay_s", defaults.base_delay_s),
-                max_delay_s=_number(model_cfg, "retry_max_delay_s", defaults.max_delay_s),
+                budget_s=_number(model, "retry_budget_s"),
+                base_delay_s=_number(model, "retry_base_delay_s"),
+                max_delay_s=_number(model, "retry_max_delay_s"),
             )
         except ValueError as exc:
             raise BackendError(f"model.retry_* is out of range: {exc}.") from exc
@@ -74,11 +83,12 @@ def quiet_transport_logs() -> None:
             logger.setLevel(logging.WARNING)
 
 
-def _number(model_cfg: Mapping[str, Any], key: str, default: float) -> float:
-    """``model_cfg[key]`` as a finite float (``default`` when absent or null)."""
-    value = model_cfg.get(key)
-    if value is None:
-        return float(default)
+def _number(model: RemoteModelConfig, key: str) -> float:
+    """``model.<key>`` as a finite float.
+
+    The schema's types do not rule out ``inf`` or ``nan``, nor, for a config built in code, any value at all.
+    """
+    value = getattr(model, key)
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -101,7 +111,8 @@ def retry_or_fail(
 ) -> T:
     """``call()`` with transient failures retried; a one-paragraph BackendError once the budget is spent.
 
-    Shared by the remote backends so they retry, and report running out of retries, the same way.
+    Shared by the remote backends so they retry, and report running out of retries, the same way. Until
+    the server has answered once, a refused connection is retried for :data:`FIRST_CONTACT_BUDGET_S` only.
 
     Args:
         call: One attempt.
@@ -113,10 +124,34 @@ def retry_or_fail(
         fix_for: How to fix what kept failing, given the last failure's reason.
         kept: What the error says about collected work and how to go on (a sentence).
     """
+    policy = settings.retry
+    if not settings.reached.is_set():
+        policy = dataclasses.replace(policy, refused_budget_s=FIRST_CONTACT_BUDGET_S)
     try:
-        return call_with_retries(call, classify, settings.retry, label=label)
+        result = call_with_retries(call, lambda exc: _mark_refused(classify(exc), exc), policy, label=label)
     except RetriesExhausted as exc:
-        raise BackendError(
-            f"{who} did not answer {endpoint}: {exc} (model.retry_budget_s={settings.retry.budget_s:g}). "
-            f"{fix_for(exc.reason)} {kept}"
-        ) from exc
+        budget = f"model.retry_budget_s={settings.retry.budget_s:g}"
+        if exc.budget_s < settings.retry.budget_s:
+            budget = f"never reached, so not retried for the full {budget}"
+        raise BackendError(f"{who} did not answer {endpoint}: {exc} ({budget}). {fix_for(exc.reason)} {kept}") from exc
+    settings.reached.set()
+    return result
+
+
+def _mark_refused(transient: Transient | None, exc: BaseException) -> Transient | None:
+    """Mark a transient failure ``refused`` when it, or an exception behind it, is a connection never made.
+
+    A client library may wrap the transport error (openai's ``APIConnectionError`` covers refused and
+    dropped connections alike), so the chain of causes is read too.
+    """
+    if transient is None or transient.refused:
+        return transient
+    link: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; the bound only guards against a cycle
+        if link is None:
+            break
+        found = transport_failure(link)
+        if found is not None and found.refused:
+            return dataclasses.replace(transient, refused=True)
+        link = link.__cause__ or link.__context__
+    return transient

@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from prism.backends.base import BackendError, Request
+from prism.config import ReplayModelConfig
 from prism.types import Completion, ModelIdentity
 
 Key = tuple[str, str, int]
@@ -75,14 +75,14 @@ class ReplayBackend:
 
     concurrency = 1
 
-    def __init__(self, model_cfg: Mapping[str, Any]) -> None:
+    def __init__(self, model: ReplayModelConfig) -> None:
         """Load the file named by ``model.path``; ``model.name`` is the reported model name."""
-        if not model_cfg.get("path"):
+        if not model.path:
             raise BackendError("the replay backend needs a file: model=replay model.path=FILE model.name=NAME.")
-        self._path = Path(str(model_cfg["path"])).expanduser()
+        self._path = Path(model.path).expanduser()
         self._table = read_replay_file(self._path)
         self._digest = hashlib.sha256(self._path.read_bytes()).hexdigest()
-        self._name = str(model_cfg.get("name") or "replay")
+        self._name = model.name or "replay"
 
     def identity(self) -> ModelIdentity:
         """Name from ``model.name``; digest = sha256 of the replay file."""

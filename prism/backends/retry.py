@@ -43,11 +43,15 @@ class RetryPolicy:
             An attempt already started is bounded by the client's own timeout, not by the budget.
         base_delay_s: Backoff cap of the first retry; each further retry doubles it.
         max_delay_s: Largest backoff cap.
+        refused_budget_s: A shorter budget for failures marked :attr:`Transient.refused` (the connection
+            could not be made at all), or None to give them the full budget. Used for a server that was
+            never reached: it is most likely not running, and waiting out the budget would only delay that news.
     """
 
     budget_s: float = 30.0
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
+    refused_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         """Reject values that would never retry sensibly.
@@ -57,6 +61,9 @@ class RetryPolicy:
         """
         if not (math.isfinite(self.budget_s) and self.budget_s >= 0):
             raise ValueError(f"the retry budget must be a number of seconds >= 0, not {self.budget_s!r}")
+        if self.refused_budget_s is not None and not (math.isfinite(self.refused_budget_s)
+                                                      and self.refused_budget_s >= 0):
+            raise ValueError(f"the refused-connection budget must be >= 0 seconds, not {self.refused_budget_s!r}")
         for name, value in (("base_delay_s", self.base_delay_s), ("max_delay_s", self.max_delay_s)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"retry {name} must be a number of seconds > 0, not {value!r}")
@@ -78,10 +85,12 @@ class Transient:
     Attributes:
         reason: What failed, for logs and the final error (``connection refused``, ``timed out``...).
         retry_after_s: The wait the server asked for (``Retry-After``), or None to use the backoff.
+        refused: The connection could not be made at all (refused, unreachable): nothing reached a server.
     """
 
     reason: str
     retry_after_s: float | None = None
+    refused: bool = False
 
 
 class RetriesExhausted(Exception):
@@ -117,6 +126,7 @@ def call_with_retries(
 
     The last wait is shortened to end exactly when the budget does, so a server that comes back just
     in time is still reached; a ``Retry-After`` beyond the remaining budget ends the retries at once.
+    A failure marked ``refused`` gets ``policy.refused_budget_s`` when that is set.
     Safe to use from many threads at once: all state is local to the call.
 
     Args:
@@ -148,13 +158,16 @@ def call_with_retries(
             now = clock()
             first_failure = now if first_failure is None else first_failure
             elapsed = now - first_failure
-            remaining = policy.budget_s - elapsed
+            budget = policy.budget_s
+            if transient.refused and policy.refused_budget_s is not None:
+                budget = min(budget, policy.refused_budget_s)
+            remaining = budget - elapsed
             asked = transient.retry_after_s
             if remaining <= 0 or (asked is not None and asked > remaining):
-                raise RetriesExhausted(transient.reason, attempts, elapsed, policy.budget_s) from exc
+                raise RetriesExhausted(transient.reason, attempts, elapsed, budget) from exc
             delay = min(asked if asked is not None else policy.backoff(attempts - 1, rng), remaining)
             log.warning("%s: %s; retry %d in %.2f s (%.1f of %g s retry budget used)", label,
-                        transient.reason, attempts, delay, elapsed, policy.budget_s)
+                        transient.reason, attempts, delay, elapsed, budget)
             sleep(delay)
 
 
@@ -199,7 +212,7 @@ def transport_failure(exc: BaseException) -> Transient | None:
     # A bare ConnectionError is what the ollama client raises for httpx's ConnectError; its subclasses
     # other than ConnectionRefusedError (reset, broken pipe, aborted) mean an established connection died.
     if isinstance(exc, httpx.ConnectError | ConnectionRefusedError) or type(exc) is ConnectionError:
-        return Transient("connection refused or host unreachable")
+        return Transient("connection refused or host unreachable", refused=True)
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | ConnectionError):
         return Transient(f"connection dropped ({type(exc).__name__})")
     return None

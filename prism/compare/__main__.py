@@ -11,7 +11,7 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from prism.config import register_configs
 
@@ -24,13 +24,12 @@ def main(cfg: DictConfig) -> None:
     """Compare finished PRISM runs from MLflow and record the comparison as a new run."""
     from prism.compare.core import compare
     from prism.compare.terminal import format_comparison
+    from prism.config import CompareConfig, to_schema
     from prism.errors import PrismError
 
-    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(resolved, dict)
-    container = {str(k): v for k, v in resolved.items()}
     try:
-        result = compare(container, output_dir=container.get("output_dir") or HydraConfig.get().runtime.output_dir)
+        settings = to_schema(cfg, CompareConfig)
+        result = compare(settings, output_dir=settings.output_dir or HydraConfig.get().runtime.output_dir)
     except PrismError as exc:
         # One paragraph on stderr, no traceback, as the main app does: the person can fix these.
         log.debug("comparison failed", exc_info=True)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from prism.config import CompareConfig
 
 log = logging.getLogger("prism")
 
@@ -25,23 +28,25 @@ log = logging.getLogger("prism")
 class CompareCallback(Callback):
     """Run ``prism.compare`` over a sweep's runs in ``on_multirun_end``."""
 
-    def __init__(self, baseline: str = "P0", bootstrap: int = 2000, seed: int = 0,
-                 allow_mismatch: bool = False) -> None:
-        """Keep the comparison options (the same meaning as in ``prism/conf/compare.yaml``)."""
-        self.baseline = baseline
-        self.bootstrap = bootstrap
-        self.seed = seed
-        self.allow_mismatch = allow_mismatch
+    def __init__(self, baseline: str | None = None, bootstrap: int | None = None, seed: int | None = None,
+                 allow_mismatch: bool | None = None) -> None:
+        """Keep the comparison options (as in ``prism/conf/compare.yaml``); None takes the schema's default."""
+        self.baseline, self.bootstrap, self.seed, self.allow_mismatch = baseline, bootstrap, seed, allow_mismatch
 
-    def compare_config(self, config: DictConfig) -> dict[str, Any]:
+    def compare_config(self, config: DictConfig) -> CompareConfig:
         """The compare config for the sweep described by ``config`` (the sweep's primary config)."""
+        from prism.config import CompareConfig, CompareFilters, TrackingConfig
+
         sweep_dir = str(config.hydra.sweep.dir)
-        tracking = OmegaConf.to_container(config.tracking, resolve=True) if "tracking" in config else {}
-        return {
-            "tracking": tracking, "runs": [], "filters": {"sweep": sweep_dir}, "baseline": self.baseline,
-            "bootstrap": self.bootstrap, "seed": self.seed,
-            "allow_mismatch": self.allow_mismatch, "output_dir": str(Path(sweep_dir) / "compare"),
-        }
+        given = OmegaConf.to_container(config.tracking, resolve=True) if "tracking" in config else {}
+        assert isinstance(given, dict)
+        cfg = CompareConfig(tracking=TrackingConfig(**{str(k): v for k, v in given.items()}),
+                            filters=CompareFilters(sweep=sweep_dir), output_dir=str(Path(sweep_dir) / "compare"))
+        # Only the options the callback was given replace the schema's defaults.
+        for key in ("baseline", "bootstrap", "seed", "allow_mismatch"):
+            if getattr(self, key) is not None:
+                setattr(cfg, key, getattr(self, key))
+        return cfg
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Compare the sweep's runs and print the tables; log (not raise) a refusal or failure."""
@@ -53,6 +58,6 @@ class CompareCallback(Callback):
         try:
             result = compare(cfg)
         except PrismError as exc:
-            log.error("comparison of sweep %s not made: %s", cfg["filters"]["sweep"], exc)
+            log.error("comparison of sweep %s not made: %s", cfg.filters.sweep, exc)
             return
         print(format_comparison(result))

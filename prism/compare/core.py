@@ -1,7 +1,7 @@
 """``compare(cfg)``: from MLflow runs to a comparison run with tables, plots and headline metrics.
 
 select (MLflow) -> refuse mismatches -> download scored records -> tables -> CSV + PNG -> comparison run.
-No Hydra import here: the entry point and the sweep callback call :func:`compare` on a plain dict.
+No Hydra import here: the entry point and the sweep callback call :func:`compare` on a :class:`CompareConfig`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from prism.compare.tables import (
     divergence_table,
     sensitivity_table,
 )
+from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
 
 log = logging.getLogger(__name__)
@@ -86,19 +87,19 @@ class ComparisonResult:
     n_boot: int
 
 
-def selection_from_config(cfg: Mapping[str, Any]) -> Selection:
+def selection_from_config(cfg: CompareConfig) -> Selection:
     """Build the run selection from a compare config (``runs`` or the filters, not both).
 
     Raises:
         CompareError: If both explicit runs and filters are given.
     """
-    filters = cfg.get("filters") or {}
+    filters = cfg.filters
     selection = Selection(
-        runs=tuple(str(r) for r in cfg.get("runs") or ()),
-        dataset=filters.get("dataset") or None,
-        models=tuple(str(m) for m in filters.get("models") or ()),
-        conditions=filters.get("conditions") or None,
-        sweep=filters.get("sweep") or None,
+        runs=tuple(cfg.runs),
+        dataset=filters.dataset or None,
+        models=tuple(filters.models),
+        conditions=filters.conditions or None,
+        sweep=filters.sweep or None,
     )
     if selection.runs and selection.filters():
         raise CompareError(f"runs=[...] names the runs to compare; drop the filters {selection.filters()} "
@@ -237,12 +238,12 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
     return files
 
 
-def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> ComparisonResult:
+def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> ComparisonResult:
     """Compare finished runs and record the comparison as a new MLflow run.
 
     Args:
-        cfg: A resolved compare config (``prism/conf/compare.yaml``; see :class:`prism.config.CompareConfig`).
-        output_dir: Where the tables and plots are written before upload; defaults to ``cfg["output_dir"]``
+        cfg: The compare config (``prism/conf/compare.yaml`` as :class:`prism.config.CompareConfig`).
+        output_dir: Where the tables and plots are written before upload; defaults to ``cfg.output_dir``
             or ``outputs/compare/<time>``.
 
     Returns:
@@ -257,18 +258,17 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
 
     from prism.tracking import MlflowTracker, resolve_tracking_uri
 
-    n_boot, seed, baseline = int(cfg.get("bootstrap", 2000)), int(cfg.get("seed", 0)), str(cfg.get("baseline", "P0"))
+    n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     if n_boot < 1:
         raise CompareError(f"bootstrap must be at least 1, got {n_boot}")
-    measures = [str(m) for m in cfg.get("measures") or [DEFAULT_MEASURE]]
-    permutations = int(cfg.get("permutations", 2000))
+    measures = list(cfg.measures) or [DEFAULT_MEASURE]
+    permutations = cfg.permutations
     if permutations < 1:
         raise CompareError(f"permutations must be at least 1, got {permutations}")
-    allow_mismatch = bool(cfg.get("allow_mismatch", False))
+    allow_mismatch = cfg.allow_mismatch
     selection = selection_from_config(cfg)
-    tracking = cfg.get("tracking") or {}
-    experiment = str(tracking.get("experiment") or "prism")
-    uri = resolve_tracking_uri(tracking.get("uri"), bool(tracking.get("require_server"))) or mlflow.get_tracking_uri()
+    experiment = cfg.tracking.experiment
+    uri = resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server) or mlflow.get_tracking_uri()
     client = mlflow.tracking.MlflowClient(uri)
     runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
 
@@ -289,7 +289,7 @@ def compare(cfg: Mapping[str, Any], output_dir: str | Path | None = None) -> Com
 
     evidence = gather_evidence(client, runs, uri)  # what the report shows of each run, read through MLflow
 
-    out = Path(output_dir or cfg.get("output_dir") or _default_output_dir())
+    out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
     tags = _tags(runs, selection, mismatches, allow_mismatch, out)
     tags["mlflow.note.content"] = run_description(runs)  # the run page's Description: where the report is

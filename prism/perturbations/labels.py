@@ -43,9 +43,12 @@ def closing_for(template: str, labels: Sequence[str]) -> str:
 class Relabel:
     """Show the options under another label set, in the same order, and say so in the closing.
 
+    A question with ``k`` options gets the first ``k`` labels of the set, so a set of ten covers every
+    count from 2 to 10 and extending a set leaves every shorter rendering as it was.
+
     Attributes:
         set_name: Name of the label set (for messages).
-        new_labels: The labels, one per option.
+        new_labels: The labels, in order; a question uses as many as it has options.
         closing_template: The set's closing, with ``{kind}``.
     """
 
@@ -59,9 +62,18 @@ class Relabel:
         """``relabel(<set>)``."""
         return f"relabel({self.set_name})"
 
+    def covers(self, count: int) -> bool:
+        """Whether the set has a label for each of ``count`` options."""
+        return count <= len(self.new_labels)
+
     def apply(self, variant: Variant, seed: int) -> Variant:
-        """Replace the labels and the closing (the seed is unused)."""
-        return replace(variant, labels=self.new_labels, closing=closing_for(self.closing_template, self.new_labels))
+        """Replace the labels with the set's first ones and the closing (the seed is unused).
+
+        A set too short for the question leaves fewer labels than options, which the variant check refuses
+        (``prism.conditions.check_option_counts`` refuses such a run before anything is rendered).
+        """
+        labels = self.new_labels[: len(variant.options)]
+        return replace(variant, labels=labels, closing=closing_for(self.closing_template, labels))
 
     def verify(self, before: Variant, after: Variant) -> str | None:
         """The new labels must be of one kind, so the closing can name it."""

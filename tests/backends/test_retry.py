@@ -19,6 +19,7 @@ from prism.backends.retry import (
     transient_status,
     transport_failure,
 )
+from prism.config import OllamaModelConfig, OpenAIModelConfig
 
 
 class FakeTime:
@@ -133,10 +134,75 @@ def test_policy_and_settings_reject_values_that_cannot_work() -> None:
         RetryPolicy(budget_s=-1)
     with pytest.raises(ValueError, match="base_delay_s"):
         RetryPolicy(base_delay_s=0)
-    settings = RemoteSettings.from_config({"concurrency": 4, "retry_budget_s": 2})
+    settings = RemoteSettings.from_config(OllamaModelConfig(name="m", concurrency=4, retry_budget_s=2))
     assert (settings.concurrency, settings.retry.budget_s, settings.request_timeout_s) == (4, 2.0, 120.0)
     for bad, match in (({"concurrency": 0}, "concurrency"), ({"concurrency": 1.5}, "concurrency"),
                        ({"request_timeout_s": 0}, "request_timeout_s"), ({"retry_budget_s": -1}, "retry"),
-                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency")):
+                       ({"retry_budget_s": "soon"}, "retry_budget_s"), ({"concurrency": True}, "concurrency"),
+                       ({"request_timeout_s": float("inf")}, "request_timeout_s")):
         with pytest.raises(BackendError, match=match):
-            RemoteSettings.from_config(bad)
+            RemoteSettings.from_config(OpenAIModelConfig(name="m", **bad))
+
+
+
+def test_a_refused_connection_gets_the_shorter_budget_and_other_failures_the_full_one() -> None:
+    policy = RetryPolicy(budget_s=30, base_delay_s=0.5, max_delay_s=0.5, refused_budget_s=2)
+    t = FakeTime()
+    call, _ = failing(10**6, ConnectionRefusedError(), t)
+    with pytest.raises(RetriesExhausted) as caught:
+        call_with_retries(call, lambda exc: Transient("refused", refused=True), policy, clock=t.clock, sleep=t.sleep)
+    assert caught.value.budget_s == 2 and t.now == pytest.approx(2)
+    t = FakeTime()
+    call, _ = failing(10**6, ConnectionRefusedError(), t)
+    with pytest.raises(RetriesExhausted) as caught:
+        call_with_retries(call, lambda exc: Transient("timed out"), policy, clock=t.clock, sleep=t.sleep)
+    assert caught.value.budget_s == 30 and t.now == pytest.approx(30)
+    with pytest.raises(ValueError, match="refused-connection budget"):
+        RetryPolicy(refused_budget_s=-1)
+
+
+def test_a_server_never_reached_fails_fast_and_one_that_answered_gets_the_full_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import prism.backends.remote as remote
+
+    t = FakeTime()
+    real = remote.call_with_retries
+    monkeypatch.setattr(remote, "call_with_retries",
+                        lambda *args, **kwargs: real(*args, **kwargs, clock=t.clock, sleep=t.sleep))
+    request = httpx.Request("GET", "http://127.0.0.1:9/api/tags")
+    refused = httpx.ConnectError("All connection attempts failed", request=request)
+    settings = RemoteSettings.from_config(OllamaModelConfig(name="m", retry_budget_s=30, retry_max_delay_s=0.5))
+
+    def attempt(outcome: Exception | None):
+        def call() -> str:
+            if outcome is not None:
+                raise outcome
+            return "ok"
+        return remote.retry_or_fail(call, transport_failure, settings, label="test", who="the server",
+                                    endpoint="/api/tags", fix_for=lambda reason: "Start it.", kept="Nothing asked.")
+
+    with pytest.raises(BackendError) as caught:
+        attempt(refused)
+    assert caught.value.__cause__.budget_s == remote.FIRST_CONTACT_BUDGET_S and t.now <= remote.FIRST_CONTACT_BUDGET_S
+    message = str(caught.value)
+    assert "connection refused" in message and "never reached" in message and "model.retry_budget_s=30" in message
+    assert "Start it. Nothing asked." in message
+    assert attempt(None) == "ok"  # the server answers: from now on it has the whole budget
+    t.now = 0.0
+    with pytest.raises(BackendError) as caught:
+        attempt(refused)
+    assert caught.value.__cause__.budget_s == 30 and t.now == pytest.approx(30)
+    assert "never reached" not in str(caught.value) and "(model.retry_budget_s=30)" in str(caught.value)
+
+
+def test_a_wrapped_refused_connection_counts_as_refused() -> None:
+    import prism.backends.remote as remote
+
+    request = httpx.Request("GET", "http://127.0.0.1:9/v1/models")
+    wrapper = RuntimeError("Connection error.")  # what openai's APIConnectionError is to the classifier
+    wrapper.__cause__ = httpx.ConnectError("refused", request=request)
+    assert remote._mark_refused(Transient("connection refused or dropped"), wrapper).refused
+    dropped = RuntimeError("Connection error.")
+    dropped.__cause__ = httpx.RemoteProtocolError("gone", request=request)
+    assert not remote._mark_refused(Transient("connection refused or dropped"), dropped).refused
+    assert remote._mark_refused(None, wrapper) is None
