@@ -15,11 +15,15 @@ _END = NO_ALNUM_AFTER
 # Phrases after which the label is read, English first. Each ends where the gap before the label starts.
 _CUES = (
     # "the answer is", "Final answer:", "answer would be", "Answer - B", "**Answer:** B".
-    r"answer[*_\s]*(?:(?:is|would\s+be|will\s+be|should\s+be)" + _END + r"|:|[-–—=](?=\s))",
+    # Not "the incorrect answer is B". "The answer to your question is C", "for your exam".
+    r"(?<!incorrect )(?<!wrong )answer(?:\s+(?:to|for)\s+(?:your|the|this)\s+(?:question|exam)(?:\s+above)?)?"
+    + r"[*_\s]*(?:(?:is|would\s+be|will\s+be|should\s+be)" + _END + r"|:|[-–—=](?=\s))",
     r"correct\s+(?:option|choice|letter)[*_\s]*(?:is|would\s+be)" + _END,
     # Weaker forms, read only with a wrapped label or an option word after them: "the closest is (G)",
     # "is closest to (A)", "which corresponds to option (A)", "which is option D", "or answer (F)".
     r"(?:is|are|be|answer)[^\S\n]*:?[^\S\n]*(?=[(\[]|(?:option|choice)" + _END + ")",
+    # "... is:" and the label on the next line.
+    r"(?:is|are)[^\S\n]*:[^\S\n]*(?=\n)",
     r"closest(?:\s+(?:option|answer|choice|match))?\s+(?:is|to)" + _END,
     r"corresponds\s+to" + _END,
     r"I(?:\s+would|'d|\s+will|'ll)?\s+(?:choose|select|pick|go\s+with)" + _END,
@@ -33,11 +37,16 @@ _CUES = (
     r"(?:richtige\s+)?antwort(?:\s+(?:ist|lautet)" + _END + r"|\s*:)",
     r"(?:bonne\s+)?réponse(?:\s+(?:correcte|juste))?(?:\s+est" + _END + r"|\s*:)",
     r"respuesta(?:\s+correcta)?(?:\s+es" + _END + r"|\s*:)",
+    # Russian: "Ответ: B", "Правильный ответ — C".
+    r"(?:правильный\s+)?ответ(?:\s*:|\s+[-–—]\s|\s+(?:это|будет)" + _END + ")",
 )
 # The gap between a cue and its label: white space, colons and markdown, and an optional
 # "option"/"choice"/"letter" word. Brackets and quotes around the label are left to the label
 # pattern, so a label that itself contains one ("[1]") can still match.
-_GAP = r"[\s*_:]*(?:(?:option|choice|letter|opción|l['’]option|選択肢|选项)" + _END + r"[\s:#]*)?"
+_GAP = (
+    r"[\s*_:]*(?:(?:\$|\\\(|\\\[|\\text(?:bf)?\{|\})[\s*_:]*){0,4}"  # LaTeX around it: $A$, \( B \), \text{A}
+    + r"(?:(?:option|choice|letter|opción|l['’]option|選択肢|选项|вариант)" + _END + r"[\s:#]*)?"
+)
 CUE = re.compile(NO_ALNUM_BEFORE + "(?:" + "|".join(_CUES) + ")" + _GAP, re.IGNORECASE)
 
 # "B or C", "A and B", "B, C", "(D, F, I)", "B (or D": a hedge between labels is not an answer.

@@ -69,11 +69,12 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
     return Patterns(
         matchers=tuple((lb, token, re.compile(re.escape(token), flags)) for lb, token in normalized),
         bare=re.compile(r"[\W_]*?" + label + r"[\W_]*", flags),
-        # After the label: a delimiter (".", ")", "]" or ":" then white space, or " - ") and more text,
-        # or the end of the line ("B\n\nBecause ..."). "3.5 m/s" has no white space after its "." and
-        # is not a label line.
+        # After the label: a delimiter (".", ")", "]", ":", ",", a closing quote, or several: "(B).")
+        # then white space, or " - ", and more text; or the end of the line ("B\n\nBecause ...").
+        # "3.5 m/s" has no white space after its "." and is not a label line.
         line=re.compile(
-            start + r"[*_]*(?:[.):\]][*_]*\s(?=\s*\S)|[^\S\n]+[-–—][^\S\n](?=\s*\S)|[)\].:*_]*[^\S\n]*$)",
+            start + r"[*_]*(?:(?:[)\]'\"’”」』】]+[*_]*[.:,]?|[.:,])[*_]*\s(?=\s*\S)|[^\S\n]+[-–—][^\S\n](?=\s*\S)"
+            + r"|[)\]'\"’”.:*_]*[^\S\n]*$)",
             flags | re.MULTILINE,
         ),
         head=re.compile(start + CLOSE, flags),
@@ -91,7 +92,7 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
             ),
             re.compile(
                 _NOT_AFTER_OPEN + OPEN + label + CLOSE
-                + r"\s+is\s+the\s+(?:correct|right|best)\s+(?:answer|option|choice|explanation|statement|one)"
+                + r"\s+is\s+the\s+(?:correct|right|best|better)\s+(?:answer|option|choice|explanation|statement|one)"
                 + NO_ALNUM_AFTER,
                 flags,
             ),

@@ -15,6 +15,7 @@ is C's text) names both: a reader cannot tell which was meant.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -221,7 +222,12 @@ def _leading(text: str, patterns: Patterns, options: Options) -> frozenset[str] 
     """
     lead = patterns.line.match(text)
     if lead is not None:
-        return None if _parts(text, lead, patterns) else _named(text, lead, patterns, options)
+        if _parts(text, lead, patterns):
+            return None
+        hedge = HEDGE.match(text, lead.end("label"))
+        second = None if hedge is None else label_token_at(text, hedge.end(), patterns)
+        named = _named(text, lead, patterns, options)
+        return named if second is None else named | _named(text, second, patterns, options)  # "A, B, or C"
     head = patterns.head.match(text)
     if head is None:
         return frozenset()
@@ -280,9 +286,11 @@ def decide(text: str, patterns: Patterns, options: Options) -> Decision | None:
     listed = {m.start("label"): m for m in patterns.line.finditer(text)}
     found = _statements(text, patterns, options)
     if len({resolve(m.group("label"), patterns) for m in listed.values()} - {None}) >= 2:
-        # A statement whose label merely starts one of the listed lines ("Answer:\nA. x\nB. y") is part
-        # of the list, not a choice.
-        return _conclude(text, [s for s in found if s.label_start not in listed], frozenset(), "enumeration")
+        # A statement whose label merely starts one of a run of listed lines ("Answer:\nA. x\nB. y") is
+        # part of the list, not a choice; a listed line standing apart ("is:\n\n**E) text**") chooses.
+        adjacent = [(a, b) for a, b in itertools.pairwise(sorted(listed)) if text.count("\n", a, b) <= 2]
+        near = {a for a, _ in adjacent} | {b for _, b in adjacent}
+        return _conclude(text, [s for s in found if s.label_start not in near], frozenset(), "enumeration")
     lead = _leading(text, patterns, options)
     if lead is None:  # "a) ... b) ...": the response walks through parts
         return _conclude(text, found, frozenset(), "enumeration")

@@ -108,7 +108,7 @@ def answer_part(text: str) -> AnswerPart:
     In order: NFKC normalization; template tokens (leading ones dropped, the rest cut at the first);
     the ``<think>`` block (only what follows the last ``</think>`` is kept); a JSON ``"answer"`` field
     (when there is one, its last value is the answer: the rest is the model's reasoning); an invented
-    next question.
+    next question; a colon that opens a completion-style reply (": B.", continuing the prompt's cue).
     """
     text = _drop_tokens(normalize(text))
     thought = _drop_think(text)
@@ -120,4 +120,5 @@ def answer_part(text: str) -> AnswerPart:
     if field is not None:
         return AnswerPart(_JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), field[1]).strip(),
                           field=True)
-    return AnswerPart(_drop_invented_question(text).strip())
+    # A completion-style reply continues the prompt's own cue (": B.", ":\n\nD. text").
+    return AnswerPart(_drop_invented_question(text).strip().lstrip(":").strip())

@@ -25,8 +25,7 @@ def write(path: Path, lines: list[str]) -> Path:
 def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
     path = write(tmp_path / "r.jsonl", [
         json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),
-        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A",
-                    "finish_reason": "length"}),
+        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A"}),
         json.dumps({"question_id": "q2", "condition": "P0", "error": "timeout"}),
     ])
     backend = create_backend({"backend": "replay", "path": str(path), "name": "scripted"})
@@ -35,8 +34,6 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
     assert identity.digest == hashlib.sha256(path.read_bytes()).hexdigest()
     assert backend.generate(request("q1", "P0")).text == "B"
     assert backend.generate(request("q1", "P0", 1)).text == "A"
-    # finish_reason is optional per line: null where the file does not say.
-    assert [backend.generate(request("q1", "P0", r)).finish_reason for r in (0, 1)] == [None, "length"]
     failed = backend.generate(request("q2", "P0"))
     assert failed.text is None and failed.error == "timeout"
     with pytest.raises(BackendError, match="no response for question_id='q3'"):
@@ -52,7 +49,6 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
         (['{"condition": "P0", "response": "A"}'], r"r.jsonl:1 lacks question_id"),
         (['{"question_id": "q", "condition": "P0", "response": 3}'], r"response must be a string"),
         (['{"question_id": "q", "condition": "P0", "response": "A", "repetition": -1}'], r"repetition must be"),
-        (['{"question_id": "q", "condition": "P0", "response": "A", "finish_reason": 1}'], r"finish_reason must be"),
         (['{"question_id": "q", "condition": "P0", "response": "A"}'] * 2, r"r.jsonl:2 repeats the cell"),
     ],
 )
@@ -67,3 +63,22 @@ def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path
         create_backend({"backend": "replay", "path": str(tmp_path / "nope.jsonl"), "name": "x"})
     with pytest.raises(BackendError, match="known backends: llamacpp, ollama, openai, replay"):
         create_backend({"backend": "vllm-magic"})
+
+
+def test_replay_lines_may_say_why_generation_stopped(tmp_path: Path) -> None:
+    from prism.config import ReplayModelConfig
+
+    path = write(tmp_path / "r.jsonl", [
+        json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),
+        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A",
+                    "finish_reason": "length"}),
+    ])
+    backend = create_backend(ReplayModelConfig(name="scripted", path=str(path)))
+    # Optional per line: null where the file does not say.
+    assert [backend.generate(request("q1", "P0", r)).finish_reason for r in (0, 1)] == [None, "length"]
+    from prism.backends.replay import read_replay_file
+
+    line = '{"question_id": "q", "condition": "P0", "response": "A", "finish_reason": 1}'
+    bad = write(tmp_path / "bad.jsonl", [line])
+    with pytest.raises(BackendError, match=r"bad.jsonl:1: finish_reason must be a string"):
+        read_replay_file(bad)
