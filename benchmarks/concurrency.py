@@ -13,6 +13,7 @@ OpenAI a one-token chat) happens before the clock starts.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections.abc import Iterator
@@ -72,7 +73,7 @@ def timed_collect(backend: Any, n: int, workdir: Path) -> float:
         log.close()
         store.close()
         backend.close()
-    failed = [r for r in records if r["error"]]
+    failed = [r for r in records if r.error]
     if len(records) != n or failed:
         raise SystemExit(f"expected {n} completions, got {len(records)} ({len(failed)} failed)")
     return elapsed
@@ -91,11 +92,10 @@ def _tests_on_path() -> Iterator[None]:
 
 def stub_for(name: str, delay_s: float) -> Any:
     """The loopback stand-in of ``name``'s server (``ollama`` or ``openai``), not yet started."""
+    # The stubs are test helpers, not part of the typed package: imported by name, so they stay untyped here.
     with _tests_on_path():
-        from backends.ollama_server import OllamaStub
-        from backends.openai_stub import OpenAIStub
-
-    return OllamaStub(delay_s=delay_s) if name == "ollama" else OpenAIStub(delay_s=delay_s)
+        module = importlib.import_module("backends.ollama_server" if name == "ollama" else "backends.openai_stub")
+    return getattr(module, "OllamaStub" if name == "ollama" else "OpenAIStub")(delay_s=delay_s)
 
 
 def backend_for(name: str, stub: Any, concurrency: int) -> Any:

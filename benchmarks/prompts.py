@@ -44,7 +44,8 @@ def write_requests(overrides: list[str], path: Path, order: str = "condition") -
     """
     from prism.backends.llamacpp import build_request
     from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests, freeze_dataset
+    from prism.pipeline import build_requests
+    from prism.questions import freeze_dataset
 
     cfg = compose(overrides)
     frozen = freeze_dataset(cfg.dataset)

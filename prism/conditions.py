@@ -91,7 +91,7 @@ class ConditionSet:
         return {c.name: c.family for c in self.conditions}
 
 
-def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> ConditionSet:
+def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, subjective: bool = False) -> ConditionSet:
     """Build and validate a condition set from its config (``cfg.conditions``, or as a run logged it).
 
     Args:
@@ -101,6 +101,9 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> Co
             and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
             steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
             ``protected_words``) and the ``seed``.
+        subjective: Render with the set's ``subjective`` wording (items without a key): its closing line,
+            templates and instructions replace the objective ones, and ``template_version`` becomes
+            ``<version>+subjective.<subjective version>``.
 
     Returns:
         The validated condition set.
@@ -112,6 +115,8 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> Co
     """
     cfg: Mapping[str, Any] = as_plain(group) if isinstance(group, ConditionsConfig) else group
     where = f"condition set {cfg.get('name')!r}"
+    if subjective:
+        cfg = subjective_config(cfg)
     _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template"))
     _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
     _known_keys(where, "step", [s for v in (cfg.get("variants") or {}).values() for s in v.get("steps") or ()],
@@ -146,6 +151,37 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any]) -> Co
     return condition_set
 
 
+def subjective_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The condition set's config with its ``subjective`` wording in place of the objective one.
+
+    Raises:
+        ConditionError: The set has no subjective wording, or leaves a template condition or an instruction
+            without its subjective text (the message names it and where to add it).
+    """
+    where = f"condition set {cfg.get('name')!r}"
+    wording: Mapping[str, Any] = cfg.get("subjective") or {}
+    if not wording.get("version") or not wording.get("closing"):
+        raise ConditionError(f"{where} has no subjective wording, so it cannot ask items without an answer key "
+                             "(dataset.type=subjective): add 'subjective: {version, closing, templates, "
+                             "instructions}' to it, or use a set that has one (prism, robustness and the "
+                             "perturbation sets do).")
+    templates: Mapping[str, str] = wording.get("templates") or {}
+    instructions: Mapping[str, str] = wording.get("instructions") or {}
+    conditions = []
+    for condition in cfg.get("conditions") or ():
+        if condition["name"] not in templates:
+            raise ConditionError(f"{where}: condition {condition['name']!r} has no subjective template; add it "
+                                 f"under subjective.templates.{condition['name']}.")
+        conditions.append({**condition, "template": templates[condition["name"]]})
+    missing = sorted(set(cfg.get("instructions") or {}) - set(instructions))
+    if missing:
+        raise ConditionError(f"{where}: instructions {missing} have no subjective wording; add them under "
+                             "subjective.instructions.")
+    return {**cfg, "closing": wording["closing"], "conditions": conditions,
+            "instructions": {name: instructions[name] for name in cfg.get("instructions") or {}},
+            "template_version": f"{cfg['template_version']}+subjective.{wording['version']}"}
+
+
 def _known_keys(where: str, what: str, specs: Iterable[Mapping[str, Any]], known: tuple[str, ...]) -> None:
     """Refuse a spec with a key nobody reads (a typo the schema did not catch, e.g. a ``+key=`` override)."""
     for spec in specs:
@@ -171,8 +207,10 @@ def validate(condition_set: ConditionSet) -> None:
         raise ConditionError(f"{where}: baseline {condition_set.baseline!r} is not one of its conditions {names}.")
     for condition in condition_set.conditions:
         for what, value in (("condition name", condition.name), ("family", condition.family)):
-            if not _NAME.fullmatch(value):
-                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-'.")
+            # Names become metric names and file names, so '.' and '..' (a path's own segments) are refused too.
+            if not _NAME.fullmatch(value) or value in (".", ".."):
+                raise ConditionError(f"{where}: {what} {value!r} may use only letters, digits, '_', '.' and '-', "
+                                     "and may not be '.' or '..'.")
         if condition.steps is not None:
             if condition_set.base_format is None:
                 raise ConditionError(f"{where}, condition {condition.name!r}: steps need a 'base_format:' to start "

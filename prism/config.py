@@ -194,6 +194,22 @@ class FormatSpec:
 
 
 @dataclass
+class SubjectiveWording:
+    """How a condition set asks items without a key (``dataset.type=subjective``): nothing is "correct".
+
+    ``version`` is empty for a set without subjective wording; a subjective run refuses such a set.
+    """
+
+    version: str = ""
+    # The closing line every condition of the set ends with ({kind} as in the objective closing).
+    closing: str = ""
+    # Template condition name -> its subjective template (every template condition needs one).
+    templates: dict[str, str] = field(default_factory=dict)
+    # Instruction name -> its subjective text (every instruction a step names needs one).
+    instructions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class ConditionsConfig:
     """A versioned condition set: template ``conditions`` and/or step ``variants`` with the data they name."""
 
@@ -211,6 +227,7 @@ class ConditionsConfig:
     instructions: dict[str, str] = field(default_factory=dict)
     synonyms: dict[str, list[str]] = field(default_factory=dict)
     protected_words: list[str] = field(default_factory=list)
+    subjective: SubjectiveWording = field(default_factory=SubjectiveWording)
 
 
 @dataclass

@@ -7,14 +7,17 @@ flight finish and be written before it propagates, so nothing already collected 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from prism.backends.base import Backend, Request
+from prism.config import MODEL_SCHEMAS, ModelConfig
+from prism.records import RawRecord
 from prism.store import CompletionStore, ResponseLog, store_key
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 
@@ -28,7 +31,7 @@ COMPLETION_FIELDS = (
 
 @dataclass(frozen=True)
 class Cell:
-    """A request plus the context its raw record needs."""
+    """A request plus the context its raw record needs and its key in the completion store."""
 
     request: Request
     dataset: str
@@ -41,48 +44,74 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str) -> list[Cell]:
-    """Attach the store key (per-request values only, docs/architecture.md) to every request."""
+def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: str, split: str,
+               settings: Mapping[str, Any] | None = None) -> list[Cell]:
+    """Attach the store key (per-request values only, docs/architecture.md) to every request.
+
+    ``settings``: the backend settings that can change a completion and differ from their defaults
+    (:func:`keyed_settings`); they are part of every key.
+    """
     return [
         Cell(
             request=r,
             dataset=dataset,
             split=split,
-            key=store_key(identity.backend, identity.digest, r.prompt.sha256, r.params.canonical(), r.repetition),
+            key=store_key(identity.backend, identity.digest, r.prompt.sha256, r.params.canonical(), r.repetition,
+                          settings),
         )
         for r in requests
     ]
 
 
+# Backend settings outside the model digest that can change a completion: the context size, when a prompt is
+# cut to fit it. Each enters the completion key only when it differs from its schema's default
+# (prism.config.MODEL_SCHEMAS), so stores written before it was keyed keep serving every cell.
+KEYED_SETTINGS: dict[str, tuple[str, ...]] = {"llamacpp": ("n_ctx",), "ollama": ("num_ctx",)}
+
+
+def keyed_settings(model: ModelConfig) -> dict[str, Any]:
+    """The settings of :data:`KEYED_SETTINGS` for this model's backend that differ from their defaults."""
+    schema = MODEL_SCHEMAS.get(model.backend)
+    if schema is None:
+        return {}
+    defaults = {f.name: f.default for f in dataclasses.fields(schema)}
+    return {key: getattr(model, key) for key in KEYED_SETTINGS.get(model.backend, ())
+            if getattr(model, key, defaults[key]) != defaults[key]}
+
+
 def raw_record(
-    cell: Cell, identity: ModelIdentity, completion: dict[str, Any], cached: bool, error: str | None
-) -> dict[str, Any]:
-    """Build the raw response record (docs/architecture.md) from a cell and the completion's fields."""
+    cell: Cell, identity: ModelIdentity, completion: Mapping[str, Any], cached: bool, error: str | None
+) -> RawRecord:
+    """Build the raw response record (docs/architecture.md) from a cell and the completion's stored fields.
+
+    The one place a raw record is made: a failed request (``error`` set) has no response, whatever the
+    backend said.
+    """
     prompt = cell.request.prompt
-    return {
-        "question_id": prompt.question_id,
-        "dataset": cell.dataset,
-        "split": cell.split,
-        "condition": prompt.condition,
-        "repetition": cell.request.repetition,
-        "prompt": prompt.text,
-        "prompt_sha256": prompt.sha256,
-        "response": completion.get("response"),
-        "model": identity.name,
-        "model_digest": identity.digest,
-        "backend": identity.backend,
-        "generation": cell.request.params.canonical(),
-        "backend_options": completion.get("backend_options") or {},
-        "latency_s": completion.get("latency_s"),
-        "prompt_tokens": completion.get("prompt_tokens"),
-        "completion_tokens": completion.get("completion_tokens"),
-        "finish_reason": completion.get("finish_reason"),
-        "timestamp": completion.get("timestamp") or utc_now(),
-        "template_version": prompt.template_version,
-        "protocol_version": PROTOCOL_VERSION,
-        "cached": cached,
-        "error": error,
-    }
+    return RawRecord(
+        question_id=prompt.question_id,
+        dataset=cell.dataset,
+        split=cell.split,
+        condition=prompt.condition,
+        repetition=cell.request.repetition,
+        prompt=prompt.text,
+        prompt_sha256=prompt.sha256,
+        response=None if error is not None else completion.get("response"),
+        model=identity.name,
+        model_digest=identity.digest,
+        backend=identity.backend,
+        generation=cell.request.params.canonical(),
+        backend_options=completion.get("backend_options") or {},
+        latency_s=completion.get("latency_s"),
+        prompt_tokens=completion.get("prompt_tokens"),
+        completion_tokens=completion.get("completion_tokens"),
+        finish_reason=completion.get("finish_reason"),
+        timestamp=completion.get("timestamp") or utc_now(),
+        template_version=prompt.template_version,
+        protocol_version=PROTOCOL_VERSION,
+        cached=cached,
+        error=error,
+    )
 
 
 def completion_fields(completion: Completion) -> dict[str, Any]:
@@ -145,8 +174,8 @@ def collect(
     response_log: ResponseLog,
     store: CompletionStore | None,
     run_id: str | None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
+    on_record: Callable[[RawRecord], None] | None = None,
+) -> list[RawRecord]:
     """Ask for every cell, writing each record to the log and the store the moment it arrives.
 
     Args:
@@ -161,12 +190,10 @@ def collect(
     Returns:
         The raw records, in arrival order.
     """
-    records: list[dict[str, Any]] = []
+    records: list[RawRecord] = []
     for cell, completion in dispatch(backend, cells, backend.concurrency):
         fields = completion_fields(completion)
         record = raw_record(cell, identity, fields, cached=False, error=completion.error)
-        if completion.error is not None:
-            record["response"] = None  # a failed request has no response, whatever the backend said
         # Store first, then log: a kill between the two leaves a stored completion that the next run
         # reuses, never a logged one that the next run would ask for again.
         if store is not None and completion.error is None:
@@ -175,7 +202,7 @@ def collect(
                 generation=cell.request.params.canonical(), repetition=cell.request.repetition,
                 record={k: fields[k] for k in COMPLETION_FIELDS}, run_id=run_id, created_at=fields["timestamp"],
             )
-        response_log.append(record)
+        response_log.append(record.to_json())
         records.append(record)
         if on_record is not None:
             on_record(record)

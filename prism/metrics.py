@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from prism.records import CELL_COLUMNS
+
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "question_id",
     "condition",
@@ -56,7 +58,13 @@ QUESTION_METRIC_NAMES: tuple[str, ...] = (
     "n_responses",
 )
 
-_CELL = ["question_id", "condition", "repetition"]
+# Metrics that need an answer key: a run on items without one (survey items, ``correct_answer`` null)
+# leaves them out of summary_metrics() altogether rather than logging a number that means nothing.
+KEYED_RATES: tuple[str, ...] = ("accuracy", "conditional_accuracy")
+KEYED_QUESTION_METRICS: tuple[str, ...] = ("question_majority_accuracy", "prompt_invariant_incorrect_rate")
+NO_KEY = "n/a (no answer key)"
+
+_CELL = list(CELL_COLUMNS)
 _QUESTION_REPETITION = ["question_id", "repetition"]
 _COUNT_COLUMNS = ["n_observed", "n_recovered", "n_correct", "n_compliant"]
 _FLAGS = ("recovered", "compliant", "correct")
@@ -102,6 +110,8 @@ def condition_table(scored: pd.DataFrame, conditions: Sequence[str]) -> pd.DataF
     failed = frame[~frame["observed"]].groupby("condition").size()
     table["n_failed"] = failed.reindex(names, fill_value=0).astype("int64")
     table = _add_rates(table)
+    if not has_answer_key(scored):
+        table[list(KEYED_RATES)] = np.nan  # nothing is correct or wrong without a key
     table.index.name = "condition"
     return table.reset_index()
 
@@ -131,9 +141,9 @@ def question_table(
         - ``prompt_sensitivity`` = 1 - agreement (NaN with it);
         - ``majority_answer``: the recovered answer strictly more frequent than every other, or None when
           the top count is tied or nothing was recovered;
-        - ``majority_correct``: majority_answer exists and equals correct_answer;
+        - ``majority_correct``: majority_answer exists and equals correct_answer (empty without a key);
         - ``unanimous``: all k conditions observed and recovered, all with the same answer;
-        - ``invariant_incorrect``: unanimous and that answer is wrong;
+        - ``invariant_incorrect``: unanimous and that answer is wrong (empty without a key);
         - ``complete``: all k conditions have an observed response (an UNKNOWN response counts).
 
     Raises:
@@ -189,6 +199,10 @@ def question_table(
         },
         index=index,
     )
+    if not has_answer_key(scored):
+        # Without a key no answer is correct or wrong: leave these empty rather than False.
+        table["majority_correct"] = pd.Series(pd.NA, index=index, dtype="boolean")
+        table["invariant_incorrect"] = pd.Series(pd.NA, index=index, dtype="boolean")
     return table.reset_index()
 
 
@@ -240,7 +254,8 @@ def summary_metrics(
         repetitions: Number of repetitions of the run.
 
     Returns:
-        A dict with exactly these keys (NaN where a denominator is 0):
+        A dict with exactly these keys (NaN where a denominator is 0); for items without an answer key
+        (every ``correct_answer`` null) the keys :func:`needs_key` names are left out:
 
         - ``accuracy``, ``conditional_accuracy``, ``answer_recovery_rate``, ``unknown_rate``,
           ``instruction_compliance_rate``: as in :func:`condition_table`, pooled over all observed
@@ -263,6 +278,7 @@ def summary_metrics(
     """
     conditions_df = condition_table(scored, conditions)
     per_question = question_summary(question_table(scored, conditions, question_ids, repetitions))
+    keyed = has_answer_key(scored)
 
     metrics: dict[str, float] = {}
     overall = _add_rates(conditions_df[_COUNT_COLUMNS].sum().to_frame().T)
@@ -287,6 +303,8 @@ def summary_metrics(
     metrics["complete_questions"] = float(per_question["complete"].sum())
     metrics["n_questions"] = float(n_questions)
     metrics["n_responses"] = float(conditions_df["n_observed"].sum())
+    if not keyed:
+        metrics = {name: value for name, value in metrics.items() if not needs_key(name)}
     return metrics
 
 
@@ -304,6 +322,28 @@ def parse_method_shares(scored: pd.DataFrame, methods: Sequence[str]) -> dict[st
     observed = scored.loc[scored["error"].isna(), "method"] if len(scored) else pd.Series(dtype=str)
     counts = observed.value_counts()
     return {f"parse_method/{method}": _fraction(float(counts.get(method, 0)), len(observed)) for method in methods}
+def needs_key(metric: str) -> bool:
+    """Whether a summary metric (``accuracy``, ``accuracy/P0``...) is only defined for items with a key."""
+    return metric.split("/")[0] in (*KEYED_RATES, *KEYED_QUESTION_METRICS)
+
+
+def has_answer_key(scored: pd.DataFrame) -> bool:
+    """Whether the run's items have an answer key: True unless every record's ``correct_answer`` is null.
+
+    An empty run counts as keyed (nothing says otherwise), so its metrics keep their usual NaN keys.
+
+    Raises:
+        ValueError: If some records have a key and others do not (one run holds one dataset's items).
+    """
+    if len(scored) == 0 or "correct_answer" not in scored.columns:
+        return True
+    missing = scored["correct_answer"].isna()
+    if missing.all():
+        return False
+    if missing.any():
+        raise ValueError(f"{int(missing.sum())} of {len(scored)} records have no correct_answer while the others "
+                         "have one; a run holds items of one dataset, all with a key or all without")
+    return True
 
 
 def _add_rates(counts: pd.DataFrame) -> pd.DataFrame:
@@ -361,8 +401,11 @@ def _prepare(scored: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     frame["observed"] = frame["error"].isna()
     observed = frame["observed"]
 
+    keyless = frame["correct_answer"].isna()
     for flag in _FLAGS:
-        if frame.loc[observed, flag].isna().any():
+        # Items without a key carry correct=None (scoring.score_record); every other flag is always set.
+        nulls = frame.loc[observed & ~keyless, flag].isna() if flag == "correct" else frame.loc[observed, flag].isna()
+        if nulls.any():
             raise ValueError(f"observed records have a null {flag!r}")
         # Failed records carry False (scoring.score_record); a null there is harmless.
         frame[flag] = frame[flag].astype("boolean").fillna(False).astype(bool)
@@ -380,7 +423,8 @@ def _prepare(scored: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     if (rows["recovered"] != has_answer).any():
         raise ValueError("observed records must have an answer exactly when recovered is true")
     expected = rows["recovered"] & has_answer & (rows["answer"] == rows["correct_answer"])
-    if (rows["correct"] != expected).any():
+    keyed = rows["correct_answer"].notna()
+    if (rows.loc[keyed, "correct"] != expected[keyed]).any():
         raise ValueError("observed records must have correct == (answer == correct_answer)")
     return frame
 

@@ -23,16 +23,18 @@ from prism.backends.base import Backend, Request, create_backend
 from prism.conditions import ConditionSet, check_option_counts, condition_set_from_config, render_all
 from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
-from prism.inference import COMPLETION_FIELDS, Cell, collect, make_cells, raw_record
+from prism.inference import COMPLETION_FIELDS, Cell, collect, keyed_settings, make_cells, raw_record
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.records import RawRecord
 from prism.runlock import experiment_lock
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_all, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json, safe_filename
+from prism.writable import check_writable_dirs
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_s
 
 
 def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: ModelIdentity,
-                  response_log: ResponseLog) -> tuple[list[dict[str, Any]], list[Cell]]:
+                  response_log: ResponseLog) -> tuple[list[RawRecord], list[Cell]]:
     """Split cells into stored ones (logged now with ``cached: true``) and ones still to ask for."""
     if store is None:
         return [], cells
@@ -165,7 +167,7 @@ def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: Mo
             missing.append(cell)
             continue
         record = raw_record(cell, identity, {k: stored.get(k) for k in COMPLETION_FIELDS}, cached=True, error=None)
-        response_log.append(record)
+        response_log.append(record.to_json())
         reused.append(record)
     return reused, missing
 
@@ -195,6 +197,7 @@ def run(
             still finishes and a TrackingError says how to upload the kept results.
     """
     out = Path(output_dir or cfg.output_dir or default_output_dir())
+    check_writable_dirs(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     plan = prepare(cfg, out)
     with ExitStack() as resources:
@@ -225,6 +228,25 @@ def run(
                      n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
 
 
+def check_model_name(name: str) -> None:
+    """Refuse a model name with a path segment ``.`` or ``..``, or a control character, before any inference.
+
+    The name becomes metric names (``sensitivity/<model>/...``), run names and tags; a slash is kept, since
+    served ids are often ``org/model`` (vLLM, ``hf.co/...`` Ollama tags), and any file named after a model
+    goes through :func:`prism.types.safe_filename`. An empty name is left to the backend, which says what
+    it needs.
+
+    Raises:
+        ConfigError: Naming the value and what is allowed.
+    """
+    if not name:
+        return
+    if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such a "
+                          "path segment, or hold control characters. Set model.name=NAME to the model's tag or "
+                          "served id (e.g. llama3:8b or org/model).")
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything a run needs before its MLflow run starts: checked inputs, the model, the cells."""
@@ -247,7 +269,9 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     unreachable tracking store stops the run here, before any inference.
     """
     check_generation(cfg.generation)
-    condition_set = condition_set_from_config(cfg.conditions)
+    check_model_name(cfg.model.name or "")
+    # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
+    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     backend: Backend = create_backend(cfg.model)
     try:
         frozen = freeze_dataset(cfg.dataset)
@@ -255,7 +279,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
         requests = build_requests(frozen, condition_set, cfg.generation)
-        cells = make_cells(requests, identity, frozen.dataset, frozen.split)
+        cells = make_cells(requests, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(
@@ -308,7 +332,7 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path,
-        run_id: str) -> tuple[list[dict[str, Any]], int]:
+        run_id: str) -> tuple[list[RawRecord], int]:
     """Log the run's inputs, reuse stored cells, ask the model for the rest; return records and fresh count."""
     from tqdm import tqdm
 

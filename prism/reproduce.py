@@ -22,14 +22,12 @@ import yaml
 from prism import __version__
 from prism.config import PrismConfig, ReproduceConfig, TrackingConfig, prism_config_from_logged
 from prism.errors import PrismError
+from prism.records import CELL_COLUMNS, CellKey
 
 if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
     import pandas as pd
 
 log = logging.getLogger(__name__)
-
-Cell = tuple[str, str, int]
-
 
 class ReproduceError(PrismError, RuntimeError):
     """The run to reproduce cannot be found or lacks what a reproduction needs."""
@@ -65,11 +63,6 @@ class Outcome:
         return int((self.cells["status"] != "identical").sum())
 
 
-def cell_key(record: Mapping[str, Any]) -> Cell:
-    """The (question, condition, repetition) a record answers."""
-    return (str(record["question_id"]), str(record["condition"]), int(record.get("repetition", 0)))
-
-
 def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Compare two runs' raw responses cell by cell.
 
@@ -83,8 +76,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
     """
     import pandas as pd
 
-    first = {cell_key(r): r for r in original}
-    second = {cell_key(r): r for r in again}
+    first = {CellKey.of(r): r for r in original}
+    second = {CellKey.of(r): r for r in again}
     rows = []
     for key in sorted(set(first) | set(second)):
         a, b = first.get(key), second.get(key)
@@ -96,14 +89,14 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
             same = (a.get("response"), a.get("error") is None) == (b.get("response"), b.get("error") is None)
             status = "identical" if same else "different"
         rows.append({
-            "question_id": key[0], "condition": key[1], "repetition": key[2], "status": status,
+            **key._asdict(), "status": status,
             "original_response": None if a is None else a.get("response"),
             "reproduced_response": None if b is None else b.get("response"),
             "original_error": None if a is None else a.get("error"),
             "reproduced_error": None if b is None else b.get("error"),
         })
-    return pd.DataFrame(rows, columns=["question_id", "condition", "repetition", "status", "original_response",
-                                       "reproduced_response", "original_error", "reproduced_error"])
+    return pd.DataFrame(rows, columns=[*CELL_COLUMNS, "status", "original_response", "reproduced_response",
+                                       "original_error", "reproduced_error"])
 
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:

@@ -39,15 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from prism.stats import LEVEL, percentile_interval
+from prism.stats import LEVEL, SIGNIFICANCE, percentile_interval
 
 # Difference measures, by the names configs use. ``answer`` compares canonical answers (UNKNOWN an outcome
 # of its own) and is the default; the other two compare raw response texts.
 MEASURES: tuple[str, ...] = ("answer", "token_jaccard", "edit_distance")
 DEFAULT_MEASURE = "answer"
-
-# A step is a shift when its excess is positive and its Holm-corrected p-value is below this.
-SIGNIFICANCE = 0.05
 
 # Permuted statistics within this of the observed one count as ties (as large as it): sums taken in another
 # order differ in the last bits, and with the 0/1 ``answer`` measure exact ties are common.

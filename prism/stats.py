@@ -44,6 +44,11 @@ UNKNOWN = "UNKNOWN"
 # Coverage of every interval in PRISM.
 LEVEL = 0.95
 
+# The significance level of every test PRISM reports as significant: a condition whose Holm-adjusted
+# McNemar p is below it (the comparison's significant_conditions metric, the report's highlighted rows)
+# and a shift (an excess above 0 whose Holm-adjusted permutation p is below it).
+SIGNIFICANCE = 0.05
+
 # Upper bound on the size of one block of bootstrap indices (n_boot x n_questions), to bound memory.
 _BLOCK_ELEMENTS = 2_000_000
 

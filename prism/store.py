@@ -69,19 +69,24 @@ def _write_fix(exc: BaseException) -> str:
     return "Fix the cause above"
 
 
-def store_key(backend: str, digest: str, prompt_sha256: str, generation: Mapping[str, Any], repetition: int) -> str:
-    """The store key: a sha256 over the per-request values that determine a completion."""
-    return sha256_text(
-        canonical_json(
-            {
-                "backend": backend,
-                "model_digest": digest,
-                "prompt_sha256": prompt_sha256,
-                "generation": dict(generation),
-                "repetition": int(repetition),
-            }
-        )
-    )
+def store_key(backend: str, digest: str, prompt_sha256: str, generation: Mapping[str, Any], repetition: int,
+              settings: Mapping[str, Any] | None = None) -> str:
+    """The store key: a sha256 over the per-request values that determine a completion.
+
+    ``settings`` are backend settings outside the model digest that can change a completion (a context
+    size that cuts a long prompt). They enter the key only when given, i.e. when they differ from their
+    defaults, so the keys of every completion stored before they were keyed stay the same.
+    """
+    values: dict[str, Any] = {
+        "backend": backend,
+        "model_digest": digest,
+        "prompt_sha256": prompt_sha256,
+        "generation": dict(generation),
+        "repetition": int(repetition),
+    }
+    if settings:
+        values["settings"] = dict(settings)
+    return sha256_text(canonical_json(values))
 
 
 def _enable_wal(db: sqlite3.Connection, timeout_s: float = _BUSY_TIMEOUT_S) -> None:

@@ -7,25 +7,23 @@ scoring, one step later.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
-from prism.metrics import condition_table, parse_method_shares, question_table, summary_metrics
+from prism.formatting import percent
+from prism.metrics import NO_KEY, condition_table, parse_method_shares, question_table, summary_metrics
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
+from prism.records import RawRecord, ScoredRecord
 from prism.scoring import score_record
 from prism.types import Prompt
 
 
-def score_all(
-    records: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet
-) -> list[dict[str, Any]]:
+def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: ConditionSet) -> list[ScoredRecord]:
     """Parse and score every raw record, in (condition, question, repetition) order.
 
     Args:
@@ -34,7 +32,8 @@ def score_all(
         condition_set: The conditions the prompts were rendered with.
 
     Returns:
-        Scored records (docs/architecture.md), without the prompt text, which stays in ``responses.jsonl``.
+        Scored records (docs/architecture.md); their JSON leaves out the prompt text, which stays in
+        ``responses.jsonl``.
     """
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
@@ -42,26 +41,24 @@ def score_all(
     order = {name: i for i, name in enumerate(condition_set.names)}
     position = {q.question_id: i for i, q in enumerate(frozen.questions)}
     scored = []
-    for raw in sorted(records, key=lambda r: (order[r["condition"]], position[r["question_id"]], r["repetition"])):
-        key = (raw["question_id"], raw["condition"])
+    for raw in sorted(records, key=lambda r: (order[r.condition], position[r.question_id], r.repetition)):
+        key = (raw.question_id, raw.condition)
         if key not in prompts:
             prompts[key] = render(questions[key[0]], conditions[key[1]], condition_set)
         prompt = prompts[key]
-        if raw.get("prompt_sha256", prompt.sha256) != prompt.sha256:
+        if raw.prompt_sha256 != prompt.sha256:
             # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
             raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
                              "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
-        if raw.get("error") is None and raw.get("response") is not None:
-            parsed = parse_response(raw["response"], prompt.displayed_labels, prompt.displayed_options,
-                                    finish_reason=raw.get("finish_reason"))
-        record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
-        record.pop("prompt", None)
-        scored.append(record)
+        if raw.error is None and raw.response is not None:
+            parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options,
+                                    finish_reason=raw.finish_reason)
+        scored.append(score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION))
     return scored
 
 
-def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet,
+def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
     """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
 
@@ -71,10 +68,11 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     """
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
+    records = [record.to_json() for record in scored]
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
-        for record in scored:
+        for record in records:
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    frame = pd.DataFrame(list(scored))
+    frame = pd.DataFrame(records)
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
@@ -90,33 +88,38 @@ def write_results(out: Path, scored: Sequence[Mapping[str, Any]], frozen: Frozen
     return metrics
 
 
-def _pct(value: float) -> str:
-    return "   n/a" if value is None or math.isnan(value) else f"{100 * value:5.1f}%"
+def _pct(value: float | None) -> str:
+    """A rate as a percentage; a metric absent because the items have no answer key says so."""
+    if value is None:
+        return NO_KEY
+    return percent(value, 1, dash="n/a").rjust(6)
 
 
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
     """The terminal summary: a per-condition table, then the question-level metrics."""
     width = max([10, *(len(name) for name in conditions)])  # perturbation variants have long names
     lines = [f"{'condition':<{width}} {'accuracy':>9} {'recovered':>10} {'compliant':>10}"]
+    if "accuracy" not in metrics:
+        lines[0] += f"   (accuracy: {NO_KEY})"
     for name in conditions:
         lines.append(
-            f"{name:<{width}} {_pct(metrics[f'accuracy/{name}']):>9} "
+            f"{name:<{width}} {_pct(metrics.get(f'accuracy/{name}')):>9} "
             f"{_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
             f"{_pct(metrics[f'instruction_compliance_rate/{name}']):>10}"
         )
     lines.append(
-        f"{'all':<{width}} {_pct(metrics['accuracy']):>9} {_pct(metrics['answer_recovery_rate']):>10} "
+        f"{'all':<{width}} {_pct(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
         f"{_pct(metrics['instruction_compliance_rate']):>10}"
     )
     lines += [
         "",
         f"questions: {int(metrics['n_questions'])} frozen, {int(metrics['complete_questions'])} complete; "
         f"responses observed: {int(metrics['n_responses'])}",
-        f"question majority accuracy:        {_pct(metrics['question_majority_accuracy'])}",
+        f"question majority accuracy:        {_pct(metrics.get('question_majority_accuracy'))}",
         f"mean agreement across conditions:  {_pct(metrics['mean_agreement'])}",
         f"mean prompt sensitivity:           {_pct(metrics['mean_prompt_sensitivity'])}",
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
-        f"prompt-invariant incorrect:        {_pct(metrics['prompt_invariant_incorrect_rate'])}",
+        f"prompt-invariant incorrect:        {_pct(metrics.get('prompt_invariant_incorrect_rate'))}",
     ]
     methods = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
                       if name.startswith("parse_method/") and value > 0), key=lambda item: -item[1])

@@ -53,7 +53,8 @@ class Question:
         question: The stem.
         options: Option texts in frozen order.
         labels: Canonical labels, ``A``.. in frozen order.
-        answer: Canonical label of the correct option.
+        answer: Canonical label of the correct option, or None for an item without an answer key (a survey
+            item: ``dataset.answer_format=none``).
         dataset: Dataset name, e.g. ``arc_challenge``.
         split: Split the question was drawn from.
         group: The dataset's own grouping (MMLU's subject, MMLU-Pro's category), or None when it has none.
@@ -63,7 +64,7 @@ class Question:
     question: str
     options: tuple[str, ...]
     labels: tuple[str, ...]
-    answer: str
+    answer: str | None
     dataset: str
     split: str
     group: str | None = None
@@ -89,7 +90,7 @@ class Question:
             question=str(record["question"]),
             options=tuple(str(o) for o in record["options"]),
             labels=tuple(str(label) for label in record["labels"]),
-            answer=str(record["answer"]),
+            answer=None if record["answer"] is None else str(record["answer"]),
             dataset=str(record["dataset"]),
             split=str(record["split"]),
             group=None if record.get("group") is None else str(record["group"]),

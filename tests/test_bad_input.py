@@ -74,6 +74,8 @@ def build_cases(root: Path, data_dir: Path) -> dict[str, Case]:
     not_gguf = root / "weights.gguf"
     not_gguf.write_bytes(b"<html>404 Not Found</html>")
     ollama = ("model=llama3", "model.retry_budget_s=0.5", "model.retry_base_delay_s=0.05")
+    in_the_way = root / "a-file"  # a file where a directory should be: unwritable even for root
+    in_the_way.write_text("not a directory\n", encoding="utf-8")
     return {
         "unknown-condition-set": Case(("conditions=nope",), ("Could not find 'conditions/nope'",
                                       "Available options in 'conditions'", "prism"), prism_error=False),
@@ -113,6 +115,15 @@ def build_cases(root: Path, data_dir: Path) -> dict[str, Case]:
         "ollama-host-with-space": Case((*ollama, "model.host='localhost 11434'"), ("it contains whitespace",)),
         "ollama-host-not-listening": Case((*ollama, "model.host=http://127.0.0.1:9"), ("127.0.0.1:9",
                                                                                        "ollama serve")),
+        "cache-dir-unwritable": Case((f"dataset.cache_dir={in_the_way}/frozen",),
+                                     (f"cannot write to {in_the_way}/frozen (dataset.cache_dir)",
+                                      f"{in_the_way} is a file, not a directory", "dataset.cache_dir=DIR")),
+        "model-name-dot-dot": Case(("model.name=..",), ("model.name='..' cannot name a model",
+                                                        "model.name=NAME")),
+        "model-name-path-segment": Case(("model=replay", f"model.path={broken_replay}", "model.name=lab/../x"),
+                                        ("model.name='lab/../x' cannot name a model",)),
+        "store-dir-unwritable": Case((f"store.path={in_the_way}/store/store.sqlite",),
+                                     (f"cannot write to {in_the_way}/store (store.path)", "store.path=DIR")),
     }
 
 
@@ -140,7 +151,8 @@ CASE_NAMES = [
     "zero-repetitions", "negative-max-tokens", "negative-temperature", "top-p-above-one", "zero-concurrency",
     "data-dir-missing", "data-file-missing", "malformed-row", "row-missing-field", "duplicate-ids",
     "empty-data-file", "replay-file-missing", "replay-malformed-line", "gguf-not-a-gguf",
-    "ollama-host-not-an-address", "ollama-host-with-space", "ollama-host-not-listening",
+    "ollama-host-not-an-address", "ollama-host-with-space", "ollama-host-not-listening", "cache-dir-unwritable",
+    "store-dir-unwritable", "model-name-dot-dot", "model-name-path-segment",
 ]
 
 

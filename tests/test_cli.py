@@ -77,6 +77,6 @@ def test_help_lists_the_config_groups() -> None:
                           timeout=60)
     assert done.returncode == 0
     groups = ("model: gemma2, gemma3_270m, llama3, mistral, openai, qwen2_5, replay, smollm2, vllm_example",
-              "dataset: arc_challenge, sciq")
+              "dataset: arc_challenge, commonsense_qa, custom, mmlu, mmlu_pro, openbookqa, sciq")
     for line in groups:
         assert line in done.stdout

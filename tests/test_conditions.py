@@ -106,3 +106,12 @@ def test_broken_condition_sets_are_refused_with_the_reason(change, message) -> N
     change(cfg)
     with pytest.raises(ConditionError, match=message.replace("{", r"\{").replace("}", r"\}")):
         condition_set_from_config(cfg)
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "../P0"])
+@pytest.mark.parametrize("field", ["name", "family"])
+def test_a_condition_name_or_family_that_cannot_be_a_file_name_is_refused(name: str, field: str) -> None:
+    cfg = load_prism()
+    cfg["conditions"][1][field] = name
+    with pytest.raises(ConditionError, match=r"may use only letters, digits, '_', '.' and '-', and may not be"):
+        condition_set_from_config(cfg)

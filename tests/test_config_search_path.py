@@ -32,8 +32,8 @@ def write(path: Path, config: dict[str, object]) -> Path:
 def test_config_dir_adds_a_labs_model_tag(tmp_path: Path) -> None:
     lab = tmp_path / "lab-conf"
     write(lab / "model" / "mytag.yaml", {"defaults": ["/schema/model/ollama@_here_", "_self_"],
-                                          "name": "mylab/llama3-ft:8b", "backend": "ollama",
-                                          "host": "http://gpu-box:11434", "concurrency": 4})
+                                          "name": "mylab/llama3-ft:8b", "host": "http://gpu-box:11434",
+                                          "concurrency": 4})
     shown = prism("--config-dir", str(lab), "model=mytag", "--cfg", "job", cwd=tmp_path, timeout=120)
     assert shown.returncode == 0, shown.stderr[-2000:]
     model = yaml.safe_load(shown.stdout)["model"]
@@ -47,8 +47,8 @@ def test_config_dir_adds_a_labs_model_tag(tmp_path: Path) -> None:
 
 def test_a_labs_misspelled_key_is_still_an_error(tmp_path: Path) -> None:
     lab = tmp_path / "lab-conf"
-    write(lab / "model" / "mytag.yaml", {"defaults": ["/schema/model/ollama@_here_", "_self_"],
-                                          "name": "x", "backend": "ollama", "hots": "http://gpu-box:11434"})
+    write(lab / "model" / "mytag.yaml", {"defaults": ["/schema/model/ollama@_here_", "_self_"], "name": "x",
+                                          "hots": "http://gpu-box:11434"})
     shown = prism("--config-dir", str(lab), "model=mytag", "--cfg", "job", cwd=tmp_path, timeout=120)
     assert shown.returncode != 0 and "hots" in shown.stderr and "Traceback" not in shown.stderr
 
@@ -63,9 +63,10 @@ def test_searchpath_runs_a_labs_model_and_dataset(tmp_path: Path, data_dir: Path
                                for q in frozen.questions for c in names), encoding="utf-8")
     lab = tmp_path / "lab-conf"
     write(lab / "model" / "scripted.yaml", {"defaults": ["/schema/model/replay@_here_", "_self_"],
-                                              "name": "scripted", "backend": "replay", "path": str(answers)})
-    write(lab / "dataset" / "arc_small.yaml", {"defaults": ["arc_challenge", "_self_"], "n": 2,
-                                               "sample_seed": "${seed}", "data_dir": str(data_dir)})
+                                            "name": "scripted", "path": str(answers)})
+    # A variant of a shipped dataset: its source and field mapping, with the lab's size and copy.
+    write(lab / "dataset" / "arc_small.yaml", {"defaults": ["/dataset/arc_challenge@_here_", "_self_"], "n": 2,
+                                               "data_dir": str(data_dir)})
     work = tmp_path / "work"
     fresh_mlflow(mlflow_template, work)
     overrides = [o for o in run_overrides(work, data_dir) if not o.startswith("dataset.data_dir=")]

@@ -419,7 +419,7 @@ def test_damaged_store_and_frozen_files_stop_the_cli_with_one_paragraph(workdir:
     assert "Traceback" not in broken.stderr, broken.stderr[-3000:]
 
     (workdir / "store.sqlite").unlink()
-    frozen = next((workdir / "frozen").glob("*-n2-seed0.jsonl"))
+    frozen = next((workdir / "frozen").glob("*-n2-seed0-*.jsonl"))
     data = bytearray(frozen.read_bytes())
     data[data.index(b'"question":"') + 12] ^= 0x20  # one letter of one stem changes case
     frozen.write_bytes(bytes(data))

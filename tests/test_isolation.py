@@ -120,7 +120,8 @@ def test_scrambling_the_answer_key_changes_correctness_only(frozen: Any, conditi
         dataclasses.replace(q, answer=rng.choice([label for label in q.labels if label != q.answer]))
         for q in frozen.questions))
 
-    true_key, wrong_key = score_all(records, frozen, condition_set), score_all(records, scrambled, condition_set)
+    true_key = [s.to_json() for s in score_all(records, frozen, condition_set)]
+    wrong_key = [s.to_json() for s in score_all(records, scrambled, condition_set)]
     assert len(true_key) == len(records) > 0
     for a, b in zip(true_key, wrong_key, strict=True):
         assert {k: a[k] for k in PARSED_FIELDS} == {k: b[k] for k in PARSED_FIELDS}
@@ -257,7 +258,7 @@ def test_config_and_model_names_with_path_syntax_stay_inside_the_run_directory(w
                               for q in frozen.questions for c in ("P0", "P1", "P2", "P3", "P4")))
     out = workdir / "deep" / "run" / "out"
     run(compose_config([*run_overrides(workdir, data_dir), "dataset.n=2", "model=replay", f"model.path={replay}",
-                        "model.name=../../../org/llama3:8b", "conditions.name=../../../escaped"]), output_dir=out)
+                        "model.name=org/llama3:8b", "conditions.name=../../../escaped"]), output_dir=out)
     (prompts,) = (out / "prompts").iterdir()
     assert re.fullmatch(r"_\.\._\.\._escaped-[0-9a-f]{8}\.yaml", prompts.name)
     for where in (out, out.parent, out.parent.parent, workdir):

@@ -18,6 +18,7 @@ from prism.metrics import (
     question_table,
     summary_metrics,
 )
+from prism.records import RawRecord
 from prism.scoring import score_record
 from prism.types import Parsed, Prompt
 
@@ -423,20 +424,20 @@ def test_metrics_read_score_record_output() -> None:
         prompt = Prompt(
             "q1", condition, displayed_labels=displayed, canonical_labels=canonical, **prompt_args
         )
-        raw = {
-            "question_id": "q1",
-            "condition": condition,
-            "repetition": 0,
-            "response": response,
-            "error": "timeout" if response is None else None,
-        }
+        raw = RawRecord(
+            question_id="q1", dataset="d", split="test", condition=condition, repetition=0, prompt=prompt.text,
+            prompt_sha256=prompt.sha256, response=response, model="m", model_digest="x", backend="replay",
+            generation={}, backend_options={}, latency_s=None, prompt_tokens=None, completion_tokens=None,
+            timestamp="t", template_version="1", protocol_version="1", cached=False,
+            error="timeout" if response is None else None,
+        )
         if response is None:
             parsed = None
         elif response in displayed:
             parsed = Parsed(response, True, True, "exact")
         else:
             parsed = Parsed(None, False, False, "none")
-        rows.append(score_record(raw, prompt, parsed, "B", "1"))
+        rows.append(score_record(raw, prompt, parsed, "B", "1").to_json())
     row = one_row(pd.DataFrame(rows))
     assert (row["n_observed"], row["n_recovered"], row["agreement"]) == (4, 3, 1.0)
     assert row["majority_answer"] == "B"

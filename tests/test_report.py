@@ -141,7 +141,8 @@ def test_page_is_self_contained_and_escapes_data(report: dict[str, Any]) -> None
     assert not [attrs for _, attrs in page.tags if any(v.startswith(("http:", "https:", "//"))
                                                        for k, v in attrs.items() if k in ("src", "href"))]
     # The model's markup is shown as the text it is (the parser's data is the unescaped text).
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in source
+    # (Jinja2 writes the quote as &#34;, html.escape as &quot;: either is the escaped text.)
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in source
     assert MARKUP in page.all_text
 
 
@@ -234,6 +235,17 @@ def test_one_run_still_gets_a_page(report: dict[str, Any]) -> None:
     page = Page((result.output_dir / "comparison" / "report.html").read_text(encoding="utf-8"))
     assert "there is no other model to diverge from" in page.all_text
     assert page.cell(report["ids"]["alpha"], "model") == "alpha"
+    # Every section the navigation links to is on the page (a single run has no differences section).
+    anchors = {attrs["id"] for _, attrs in page.tags if "id" in attrs}
+    links = [attrs["href"][1:] for tag, attrs in page.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert links and set(links) <= anchors and "differences" not in links
+
+
+def test_every_link_of_the_two_run_page_resolves(report: dict[str, Any]) -> None:
+    page = report["page"]
+    anchors = {attrs["id"] for _, attrs in page.tags if "id" in attrs}
+    links = [attrs["href"][1:] for tag, attrs in page.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert "differences" in links and set(links) <= anchors
 
 
 def estimate(value: float, low: float | None = None, high: float | None = None) -> Estimate:

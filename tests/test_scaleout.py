@@ -194,6 +194,19 @@ def test_parallel_sweep_logs_to_a_postgresql_backed_server_and_compare_reads_it_
     assert len(comparisons) == 1 and comparisons[0].info.status == "FINISHED"
     assert set(comparisons[0].data.tags["prism.compared_runs"].split(",")) == {r.info.run_id for r in runs}
 
+    # The results site builds from the server too, and its run pages link each run on the server.
+    published = subprocess.run(
+        [sys.executable, "-m", "prism.publish", "tracking=server", f"tracking.uri={mlflow_server.uri}",
+         f"filters.sweep={sweep_dir}", "bootstrap=50", f"publish.out={workdir / 'site'}",
+         f"hydra.run.dir={workdir / 'publish'}"],
+        cwd=workdir, text=True, capture_output=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert published.returncode == 0, published.stderr[-4000:]
+    for run in runs:
+        page = (workdir / "site" / "runs" / f"{run.info.run_id}.html").read_text(encoding="utf-8")
+        assert f'href="{mlflow_server.uri}/#/experiments/{experiment.experiment_id}/runs/{run.info.run_id}"' in page
+
     # And the runs live in PostgreSQL itself: the server's backend store, not a file beside it.
     ids = {r.info.run_id for r in runs} | {comparisons[0].info.run_id}
     statuses = dict(postgres.query("mlflow", "SELECT run_uuid, status FROM runs"))

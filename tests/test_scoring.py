@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-import copy
+import dataclasses
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from prism.records import RawRecord
 from prism.scoring import FAILED_METHOD, SCORED_FIELDS, SCORER_VERSION, score_record
 from prism.types import Parsed, Prompt
 
@@ -30,7 +31,7 @@ def make_prompt(
     )
 
 
-def make_raw(response: str | None = "B", error: str | None = None, **extra: Any) -> dict[str, Any]:
+def make_raw(response: str | None = "B", error: str | None = None, **extra: Any) -> RawRecord:
     raw: dict[str, Any] = {
         "question_id": "q1",
         "dataset": "arc_challenge",
@@ -44,6 +45,7 @@ def make_raw(response: str | None = "B", error: str | None = None, **extra: Any)
         "model_digest": "f" * 64,
         "backend": "llamacpp",
         "generation": {"temperature": 0.0, "max_tokens": 16, "seed": 0, "top_p": None, "top_k": None},
+        "backend_options": {},
         "latency_s": 0.1,
         "prompt_tokens": 40,
         "completion_tokens": 1,
@@ -54,7 +56,12 @@ def make_raw(response: str | None = "B", error: str | None = None, **extra: Any)
         "error": error,
     }
     raw.update(extra)
-    return raw
+    return RawRecord.from_json(raw)
+
+
+def score(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The scored record's JSON, as ``results/scored.jsonl`` holds it."""
+    return score_record(*args, **kwargs).to_json()
 
 
 def parsed(label: str | None, compliant: bool = True, method: str = "exact") -> Parsed:
@@ -62,7 +69,7 @@ def parsed(label: str | None, compliant: bool = True, method: str = "exact") -> 
 
 
 def test_correct_answer_is_scored_correct() -> None:
-    scored = score_record(make_raw("B"), make_prompt(), parsed("B"), "B", parser_version="7")
+    scored = score(make_raw("B"), make_prompt(), parsed("B"), "B", parser_version="7")
     assert scored["displayed"] == "B"
     assert scored["answer"] == "B"
     assert scored["recovered"] is True
@@ -75,7 +82,7 @@ def test_correct_answer_is_scored_correct() -> None:
 
 
 def test_wrong_answer_is_scored_incorrect() -> None:
-    scored = score_record(make_raw("A. apple"), make_prompt(), parsed("A", False, "leading"), "D", "1")
+    scored = score(make_raw("A. apple"), make_prompt(), parsed("A", False, "leading"), "D", "1")
     assert scored["answer"] == "A"
     assert scored["correct"] is False
     assert scored["compliant"] is False
@@ -83,7 +90,7 @@ def test_wrong_answer_is_scored_incorrect() -> None:
 
 
 def test_unknown_is_observed_but_never_correct() -> None:
-    scored = score_record(make_raw("I am not sure"), make_prompt(), parsed(None, False, "none"), "A", "1")
+    scored = score(make_raw("I am not sure"), make_prompt(), parsed(None, False, "none"), "A", "1")
     assert scored["displayed"] is None
     assert scored["answer"] is None
     assert scored["recovered"] is False
@@ -93,7 +100,7 @@ def test_unknown_is_observed_but_never_correct() -> None:
 
 
 def test_empty_completion_is_scored_like_any_observed_response() -> None:
-    scored = score_record(make_raw(""), make_prompt(), parsed(None, False, "empty"), "A", "1")
+    scored = score(make_raw(""), make_prompt(), parsed(None, False, "empty"), "A", "1")
     assert scored["method"] == "empty"
     assert scored["correct"] is False
 
@@ -101,22 +108,22 @@ def test_empty_completion_is_scored_like_any_observed_response() -> None:
 def test_displayed_label_maps_to_the_canonical_option() -> None:
     # The options were reordered: displayed A shows canonical C, displayed B shows canonical A, ...
     prompt = make_prompt(canonical=("C", "A", "D", "B"))
-    scored = score_record(make_raw("A"), prompt, parsed("A"), "C", "1")
+    scored = score(make_raw("A"), prompt, parsed("A"), "C", "1")
     assert scored["displayed"] == "A"
     assert scored["answer"] == "C"
     assert scored["correct"] is True
-    assert score_record(make_raw("C"), prompt, parsed("C"), "C", "1")["correct"] is False
+    assert score(make_raw("C"), prompt, parsed("C"), "C", "1")["correct"] is False
 
 
 def test_relabelled_options_map_back() -> None:
     prompt = make_prompt(displayed=("1", "2", "3", "4"))
-    scored = score_record(make_raw("2"), prompt, parsed("2"), "B", "1")
+    scored = score(make_raw("2"), prompt, parsed("2"), "B", "1")
     assert (scored["displayed"], scored["answer"], scored["correct"]) == ("2", "B", True)
 
 
 def test_failed_request_is_not_an_observed_answer() -> None:
     raw = make_raw(None, error="timeout after 60 s")
-    scored = score_record(raw, make_prompt(), None, "A", "1")
+    scored = score(raw, make_prompt(), None, "A", "1")
     assert scored["displayed"] is None
     assert scored["answer"] is None
     assert scored["recovered"] is False
@@ -128,26 +135,26 @@ def test_failed_request_is_not_an_observed_answer() -> None:
     assert scored["response"] is None
 
 
-def test_scored_record_keeps_raw_keys_and_adds_the_scored_fields() -> None:
-    raw = make_raw("B")
-    scored = score_record(raw, make_prompt(), parsed("B"), "B", "1")
-    assert set(scored) == set(raw) | set(SCORED_FIELDS)
+def test_scored_record_keeps_raw_keys_but_the_prompt_and_adds_the_scored_fields() -> None:
+    raw = make_raw("B").to_json()
+    scored = score(make_raw("B"), make_prompt(), parsed("B"), "B", "1")
+    assert set(scored) == (set(raw) - {"prompt"}) | set(SCORED_FIELDS)
     for key, value in raw.items():
-        assert scored[key] == value
+        assert key == "prompt" or scored[key] == value
 
 
-def test_input_is_never_mutated_not_even_nested() -> None:
+def test_records_are_frozen_and_their_json_is_a_copy() -> None:
     raw = make_raw("B")
-    before = copy.deepcopy(raw)
     scored = score_record(raw, make_prompt(), parsed("B"), "B", "1")
-    assert raw == before
-    scored["generation"]["temperature"] = 1.0
-    assert raw["generation"]["temperature"] == 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        scored.answer = "C"  # type: ignore[misc]
+    scored.to_json()["generation"]["temperature"] = 1.0
+    assert raw.generation["temperature"] == 0.0 and scored.raw is raw
 
 
-def test_rescoring_a_scored_record_overwrites_the_scored_fields() -> None:
+def test_rescoring_a_scored_record_replaces_the_scored_fields() -> None:
     first = score_record(make_raw("B"), make_prompt(), parsed("B"), "B", "1")
-    again = score_record(first, make_prompt(), parsed(None, False, "none"), "B", "2")
+    again = score(first.raw, make_prompt(), parsed(None, False, "none"), "B", "2")
     assert (again["answer"], again["correct"], again["parser_version"]) == (None, False, "2")
 
 
@@ -165,7 +172,7 @@ def test_rescoring_a_scored_record_overwrites_the_scored_fields() -> None:
         (make_raw("A"), Parsed(displayed="A", recovered=False, compliant=False, method="x"), "inconsistent"),
     ],
 )
-def test_contradictory_inputs_are_refused(raw: dict[str, Any], parse: Parsed | None, match: str) -> None:
+def test_contradictory_inputs_are_refused(raw: RawRecord, parse: Parsed | None, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         score_record(raw, make_prompt(), parse, "A", "1")
 
@@ -184,7 +191,7 @@ def test_correct_exactly_when_the_chosen_option_is_the_key(
     order: list[str], chosen: str | None, key: str
 ) -> None:
     prompt = make_prompt(canonical=tuple(order))
-    scored = score_record(make_raw(chosen or "no idea"), prompt, parsed(chosen), key, "1")
+    scored = score(make_raw(chosen or "no idea"), prompt, parsed(chosen), key, "1")
     if chosen is None:
         assert scored["answer"] is None
         assert scored["correct"] is False

@@ -102,3 +102,12 @@ def test_parallel_jobs_can_all_open_one_new_store_at_once(tmp_path: Path) -> Non
         store = CompletionStore(path)
         assert store.get("k0") is not None and len(store.producers([f"k{i}" for i in range(5)])) == 5
         store.close()
+
+
+def test_backend_settings_enter_the_key_only_when_given() -> None:
+    # The key the code gave before settings were keyed, pinned: stores written then keep serving every cell.
+    assert store_key("llamacpp", "d", "p", GEN, 0) == store_key("llamacpp", "d", "p", GEN, 0, {}) == (
+        "32f8333e315f733cac21b9a50aa15964b14a85b427e19230623ff0f3e1f5a2bf")
+    assert store_key("llamacpp", "d", "p", GEN, 0, {"n_ctx": 4096}) != store_key("llamacpp", "d", "p", GEN, 0)
+    assert store_key("llamacpp", "d", "p", GEN, 0, {"n_ctx": 4096}) != store_key("llamacpp", "d", "p", GEN, 0,
+                                                                                  {"n_ctx": 8192})

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from prism.config import MODEL_SCHEMAS, ModelConfig
 from prism.errors import PrismError
+from prism.records import CellKey
 from prism.types import Completion, GenerationParams, ModelIdentity, Prompt
 
 
@@ -26,6 +27,11 @@ class Request:
     prompt: Prompt
     params: GenerationParams
     repetition: int
+
+    @property
+    def cell(self) -> CellKey:
+        """Which (question, condition, repetition) this request asks for."""
+        return CellKey(self.prompt.question_id, self.prompt.condition, self.repetition)
 
 
 class Backend(Protocol):

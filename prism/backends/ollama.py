@@ -14,15 +14,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import threading
-import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
-from prism.backends.remote import RemoteSettings, quiet_transport_logs, retry_or_fail
+from prism.backends.remote import NOTHING_ASKED, RemoteBackend
 from prism.backends.retry import Transient, transient_status, transport_failure
 from prism.config import OllamaModelConfig
 from prism.types import Completion, ModelIdentity
@@ -222,12 +220,21 @@ def _excerpt(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class OllamaBackend:
+class OllamaBackend(RemoteBackend):
     """A model served by Ollama, asked through one shared ``ollama.Client``.
 
     One client serves every worker thread: it wraps an ``httpx.Client``, which is documented as safe to
     share between threads and pools connections, and it keeps no per-request state of its own.
     """
+
+    backend = "ollama"
+    chat_endpoint = "/api/chat"
+    name_needed = "an Ollama model needs model.name=TAG (e.g. llama3 or qwen2.5:7b)."
+    fix_busy = ("The server kept answering that it is busy: lower model.concurrency to what it runs at once "
+                "(OLLAMA_NUM_PARALLEL), or raise its queue (OLLAMA_MAX_QUEUE).")
+    parallel_hint = " (OLLAMA_NUM_PARALLEL)"
+    fix_unreachable = ("Start the server with `ollama serve` (or the Ollama app), or point model.host / OLLAMA_HOST "
+                       "at the machine and port it listens on.")
 
     def __init__(self, model: OllamaModelConfig) -> None:
         """Check the address and settings; nothing is sent until :meth:`identity`.
@@ -237,39 +244,19 @@ class OllamaBackend:
         """
         import ollama
 
-        self._name = model.name.strip()
-        if not self._name:
-            raise BackendError("an Ollama model needs model.name=TAG (e.g. llama3 or qwen2.5:7b).")
-        self._settings = RemoteSettings.from_config(model)
-        self.concurrency = self._settings.concurrency
+        super().__init__(model)
         self._host = resolve_host(model.host)
         self._num_ctx = model.num_ctx
-        quiet_transport_logs()
         self._client = ollama.Client(host=self._host.url, timeout=self._settings.request_timeout_s)
         self._tag: str | None = None  # the listed name, set by identity()
-        self._identity: ModelIdentity | None = None
-        self._lock = threading.Lock()
 
     # -- identity ---------------------------------------------------------------------------------------
-
-    def identity(self) -> ModelIdentity:
-        """Name from ``model.name``; digest = the server's digest of the tag; server version in details.
-
-        Raises:
-            BackendError: If the server cannot be reached within the retry budget, does not answer like
-                Ollama, or does not have the model (naming ``ollama pull <tag>``).
-        """
-        with self._lock:
-            if self._identity is None:
-                self._identity = self._read_identity()
-            return self._identity
 
     def _read_identity(self) -> ModelIdentity:
         import ollama
 
         try:
-            listing = self._retrying(self._client.list, "/api/tags",
-                                     "Nothing was asked yet: run the same command again once the server answers.")
+            listing = self._retrying(self._client.list, "/api/tags", NOTHING_ASKED)
         except ollama.ResponseError as exc:
             if exc.status_code in (401, 403):
                 raise self._refused(exc) from exc
@@ -327,60 +314,38 @@ class OllamaBackend:
 
     # -- requests ---------------------------------------------------------------------------------------
 
-    def generate(self, request: Request) -> Completion:
-        """Ask for one chat completion.
+    def _build(self, request: Request) -> dict[str, Any]:
+        assert self._tag is not None, "identity() lists the tag before the first request"
+        return build_request(request, self._tag, self._num_ctx)
 
-        Returns:
-            The completion; ``error`` set (``text`` None) when the server answered with an error status
-            or with a body that is not a chat completion. Such a request is asked again on the next run.
+    def _send(self, body: Mapping[str, Any]) -> Any:
+        return self._client.chat(model=body["model"], messages=body["messages"], stream=False,
+                                 options=body["options"])
 
-        Raises:
-            BackendError: When transient failures outlast the retry budget, the model is gone, or the
-                server refuses the client (401/403).
-        """
+    def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
+        return read_reply(reply.model_dump(), latency_s, body)
+
+    def _classify(self, exc: Exception) -> Transient | None:
+        return _classify(exc)
+
+    def _failed_request(self, exc: Exception) -> str | None:
+        """Any error status but 404 and 401/403, or a body the client could not read, is a failed request."""
         import ollama
 
-        sent = build_request(request, self._tag or self._resolve_tag(), self._num_ctx)
-        timing = {"latency": 0.0}
-
-        def attempt() -> ollama.ChatResponse:
-            start = time.perf_counter()
-            try:
-                return self._client.chat(model=sent["model"], messages=sent["messages"], stream=False,
-                                         options=sent["options"])
-            finally:
-                timing["latency"] = time.perf_counter() - start  # the last attempt's, not the retries'
-
-        try:
-            reply = self._retrying(attempt, "/api/chat", "Everything collected so far is kept: run the same "
-                                   "command again once the server answers and it resumes where this run stopped.")
-        except ollama.ResponseError as exc:
-            return self._error_status(exc, sent, timing["latency"])
-        except (ValueError, TypeError) as exc:  # the client could not read the body (not JSON, wrong shape)
-            return Completion(text=None, latency_s=timing["latency"],
-                              backend_options={k: v for k, v in sent.items() if k != "messages"},
-                              error=f"unreadable reply from Ollama: {_excerpt(str(exc))}")
-        return read_reply(reply.model_dump(), timing["latency"], sent)
-
-    def _resolve_tag(self) -> str:
-        self.identity()
-        assert self._tag is not None
-        return self._tag
-
-    def _error_status(self, exc: ollama.ResponseError, sent: Mapping[str, Any], latency: float) -> Completion:
-        """A failed request for a status worth asking again next run; a BackendError for one that is not."""
-        status = exc.status_code
-        if status == 404:
-            raise BackendError(
-                f"the Ollama server at {self._host} no longer has {sent['model']!r} (HTTP 404: {exc.error}); it "
-                f"was removed after the run started. Pull it again with `ollama pull {self._name}` and run the "
-                "same command: it resumes where this one stopped."
-            ) from exc
-        if status in (401, 403):
-            raise self._refused(exc) from exc
-        return Completion(text=None, latency_s=latency,
-                          backend_options={k: v for k, v in sent.items() if k != "messages"},
-                          error=f"Ollama answered HTTP {status}: {_excerpt(exc.error)}")
+        if isinstance(exc, ollama.ResponseError):
+            status = exc.status_code
+            if status == 404:
+                raise BackendError(
+                    f"the Ollama server at {self._host} no longer has {self._tag!r} (HTTP 404: {exc.error}); it "
+                    f"was removed after the run started. Pull it again with `ollama pull {self._name}` and run the "
+                    "same command: it resumes where this one stopped."
+                ) from exc
+            if status in (401, 403):
+                raise self._refused(exc) from exc
+            return f"Ollama answered HTTP {status}: {_excerpt(exc.error)}"
+        if isinstance(exc, ValueError | TypeError):  # the client could not read the body (not JSON, wrong shape)
+            return f"unreadable reply from Ollama: {_excerpt(str(exc))}"
+        return None
 
     def _refused(self, exc: ollama.ResponseError) -> BackendError:
         return BackendError(
@@ -388,30 +353,13 @@ class OllamaBackend:
             "client sends the key in OLLAMA_API_KEY to a server that needs one: set it, or check model.host."
         )
 
-    # -- retries ----------------------------------------------------------------------------------------
+    # -- texts ------------------------------------------------------------------------------------------
 
-    def _retrying(self, call: Callable[[], T], endpoint: str, kept: str) -> T:
-        """``call()`` with transient failures retried; a BackendError once the budget is spent.
+    def _where(self) -> str:
+        return f"Ollama at {self._host.url}"
 
-        Args:
-            call: One attempt.
-            endpoint: The API path, for log lines and the error.
-            kept: What the error says about collected work and how to go on (a sentence).
-        """
-        return retry_or_fail(call, _classify, self._settings, label=f"Ollama at {self._host.url}{endpoint}",
-                             who=f"Ollama at {self._host}", endpoint=endpoint, fix_for=self._fix_for, kept=kept)
-
-    def _fix_for(self, reason: str) -> str:
-        """How to fix what kept failing, in one or two sentences."""
-        if reason.startswith("HTTP"):
-            return ("The server kept answering that it is busy: lower model.concurrency to what it runs at once "
-                    "(OLLAMA_NUM_PARALLEL), or raise its queue (OLLAMA_MAX_QUEUE).")
-        if reason.startswith("timed out"):
-            return (f"Each request may take up to model.request_timeout_s={self._settings.request_timeout_s:g} s: "
-                    "raise it for a slow model, or lower model.concurrency to what the server runs at once "
-                    "(OLLAMA_NUM_PARALLEL).")
-        return ("Start the server with `ollama serve` (or the Ollama app), or point model.host / OLLAMA_HOST at "
-                "the machine and port it listens on.")
+    def _who(self) -> str:
+        return f"Ollama at {self._host}"
 
     def close(self) -> None:
         """Close the client's connections."""

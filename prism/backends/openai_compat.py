@@ -46,9 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
@@ -68,7 +66,7 @@ from prism.backends.openai_wire import (
     redact,
     served,
 )
-from prism.backends.remote import RemoteSettings, quiet_transport_logs, retry_or_fail
+from prism.backends.remote import NOTHING_ASKED, RemoteBackend, sent_options
 from prism.backends.retry import Transient, transient_status
 from prism.config import OpenAIModelConfig
 from prism.types import Completion, ModelIdentity, canonical_json
@@ -99,13 +97,22 @@ def _classify(exc: Exception) -> Transient | None:
     return None
 
 
-class OpenAIBackend:
+class OpenAIBackend(RemoteBackend):
     """A model behind an OpenAI-compatible API, asked through one shared ``openai.OpenAI`` client.
 
     One client serves every worker thread: its HTTP client pools connections and is safe to share
     between threads, and the client keeps no per-request state (its own retries are off, ``max_retries=0``,
     so that :mod:`prism.backends.retry` is the only retry policy).
     """
+
+    backend = "openai"
+    chat_endpoint = "/chat/completions"
+    name_needed = ("an OpenAI-compatible model needs model.name=ID, the id the server lists under /v1/models (e.g. "
+                   "the --served-model-name of vLLM or --model_alias of llama.cpp).")
+    fix_busy = ("The server kept answering that it is busy or rate limited: lower model.concurrency, or raise "
+                "model.retry_budget_s to wait out a hosted API's rate limit.")
+    fix_unreachable = ("Start the server (e.g. `python -m llama_cpp.server --model FILE.gguf --model_alias NAME` or "
+                       "`vllm serve MODEL`), or point model.base_url at the address it listens on.")
 
     def __init__(self, model: OpenAIModelConfig) -> None:
         """Check the settings and read the key; nothing is sent until :meth:`identity`.
@@ -116,43 +123,22 @@ class OpenAIBackend:
         """
         import openai
 
-        self._name = model.name.strip()
-        if not self._name:
-            raise BackendError("an OpenAI-compatible model needs model.name=ID, the id the server lists under "
-                               "/v1/models (e.g. the --served-model-name of vLLM or --model_alias of llama.cpp).")
+        super().__init__(model)
         self._url = check_base_url(model.base_url)
         self._key_env = (model.api_key_env or "").strip() or None
         self._key = read_api_key(self._key_env)
         self._extra_body = check_extra_body(model.extra_body)
         self._send_top_k = model.send_top_k
-        self._settings = RemoteSettings.from_config(model)
-        self.concurrency = self._settings.concurrency
-        quiet_transport_logs()
         self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
                                      timeout=self._settings.request_timeout_s)
-        self._identity: ModelIdentity | None = None
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
-        self._lock = threading.Lock()
-        self._warned: set[str] = set()
 
     # -- identity ---------------------------------------------------------------------------------------
-
-    def identity(self) -> ModelIdentity:
-        """Name from ``model.name``; digest over the listing and the probe's reply (module docstring).
-
-        Raises:
-            BackendError: If the server cannot be reached within the retry budget, refuses the key, does
-                not list the model, or refuses a one-token chat request.
-        """
-        with self._lock:
-            if self._identity is None:
-                self._identity = self._read_identity()
-            return self._identity
 
     def _read_identity(self) -> ModelIdentity:
         import openai
 
-        nothing_yet = "Nothing was asked yet: run the same command again once the server answers."
+        nothing_yet = NOTHING_ASKED
         try:
             page = self._retrying(self._client.models.list, "/models", nothing_yet)
         except openai.APIStatusError as exc:
@@ -171,7 +157,7 @@ class OpenAIBackend:
                 "--served-model-name), or point model.base_url at the server that serves it."
             )
         try:
-            probe = self._retrying(lambda: self._create({"model": self._name, **PROBE_BODY}), "/chat/completions",
+            probe = self._retrying(lambda: self._send({"model": self._name, **PROBE_BODY}), "/chat/completions",
                                    nothing_yet)
         except openai.APIStatusError as exc:
             raise self._status_before_start(exc, "/chat/completions") from None
@@ -234,7 +220,16 @@ class OpenAIBackend:
 
     # -- requests ---------------------------------------------------------------------------------------
 
-    def _create(self, body: Mapping[str, Any]) -> Any:
+    def _build(self, request: Request) -> dict[str, Any]:
+        skipped = not_sent(request, self._send_top_k)
+        if skipped:
+            self._warn_once("not_sent", "generation.top_k=%s is not an OpenAI chat-completions field and was not "
+                            "sent (model.send_top_k=false): the server sampled with its own top_k, and each record "
+                            "says so under backend_options.not_sent. Set model.send_top_k=true for a server that "
+                            "accepts it (vLLM, SGLang, llama.cpp do), or generation.top_k=null.", skipped["top_k"])
+        return build_request(request, self._name, self._extra_body, self._send_top_k)
+
+    def _send(self, body: Mapping[str, Any]) -> Any:
         """Send one chat-completions body exactly as built.
 
         Everything but the model, messages and stream flag goes through ``extra_body``, which the client
@@ -245,52 +240,12 @@ class OpenAIBackend:
         return self._client.chat.completions.create(model=body["model"], messages=body["messages"], stream=False,
                                                     extra_body=rest)
 
-    def generate(self, request: Request) -> Completion:
-        """Ask for one chat completion.
-
-        Returns:
-            The completion; ``error`` set (``text`` None) when the server answered with an error status
-            other than those below, or with a body that is not a chat completion. Such a request is
-            asked again on the next run.
-
-        Raises:
-            BackendError: When transient failures outlast the retry budget, the model is gone (404), or
-                the server refuses the key (401/403).
-        """
-        import openai
-
-        self.identity()
-        body = build_request(request, self._name, self._extra_body, self._send_top_k)
-        skipped = not_sent(request, self._send_top_k)
-        if skipped:
-            self._warn_once("not_sent", "generation.top_k=%s is not an OpenAI chat-completions field and was not "
-                            "sent (model.send_top_k=false): the server sampled with its own top_k, and each record "
-                            "says so under backend_options.not_sent. Set model.send_top_k=true for a server that "
-                            "accepts it (vLLM, SGLang, llama.cpp do), or generation.top_k=null.", skipped["top_k"])
-        timing = {"latency": 0.0}
-
-        def attempt() -> Any:
-            start = time.perf_counter()
-            try:
-                return self._create(body)
-            finally:
-                timing["latency"] = time.perf_counter() - start  # the last attempt's, not the retries'
-
-        try:
-            reply = self._retrying(attempt, "/chat/completions", "Everything collected so far is kept: run the same "
-                                   "command again once the server answers and it resumes where this run stopped.")
-        except openai.APIStatusError as exc:
-            return self._error_status(exc, body, skipped, timing["latency"])
-        except (ValueError, TypeError) as exc:  # the client could not read the body (not JSON, wrong shape)
-            options = {k: v for k, v in body.items() if k != "messages"}
-            return Completion(text=None, latency_s=timing["latency"], backend_options=options,
-                              error=f"unreadable reply: {excerpt(self._redact(str(exc)))}")
+    def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
         data = as_dict(reply)
         if data is None:
-            options = {k: v for k, v in body.items() if k != "messages"}
-            return Completion(text=None, latency_s=timing["latency"], backend_options=options,
-                              error=f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
-        completion = read_reply(data, timing["latency"], body, skipped)
+            return self._failed(request, body, latency_s,
+                                f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
+        completion = read_reply(data, latency_s, body, not_sent(request, self._send_top_k))
         said = completion.backend_options["served"]
         if said != self._pinned and completion.error is None:
             self._warn_once(f"served:{canonical_json(said)}", "the server at %s answered %r with %s, but the probe "
@@ -299,55 +254,43 @@ class OpenAIBackend:
                             canonical_json(said), canonical_json(self._pinned))
         return completion
 
-    def _error_status(self, exc: openai.APIStatusError, body: Mapping[str, Any], skipped: Mapping[str, Any],
-                      latency: float) -> Completion:
-        """A failed request for a status worth asking again next run; a BackendError for one that is not."""
-        status = exc.status_code
-        if status in (401, 403):
-            raise self._refused(status, exc) from None
-        if status == 404:
-            raise BackendError(
-                f"the server at {self._url} no longer serves {self._name!r} (HTTP 404: {self._server_says(exc)}); "
-                "it changed after the run started. Serve the model again and run the same command: it resumes "
-                "where this one stopped."
-            ) from None
-        options = {k: v for k, v in body.items() if k != "messages"}
+    def _classify(self, exc: Exception) -> Transient | None:
+        return _classify(exc)
+
+    def _failed_request(self, exc: Exception) -> str | None:
+        """Any error status but 401/403 and 404, or a body the client could not read, is a failed request."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (401, 403):
+                raise self._refused(status, exc) from None
+            if status == 404:
+                raise BackendError(
+                    f"the server at {self._url} no longer serves {self._name!r} (HTTP 404: "
+                    f"{self._server_says(exc)}); it changed after the run started. Serve the model again and run "
+                    "the same command: it resumes where this one stopped."
+                ) from None
+            return f"the server answered HTTP {status}: {self._server_says(exc)}"
+        if isinstance(exc, ValueError | TypeError):  # the client could not read the body (not JSON, wrong shape)
+            return f"unreadable reply: {excerpt(self._redact(str(exc)))}"
+        return None
+
+    def _options(self, request: Request, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The body without messages, and what was not sent (``not_sent``) after an error status."""
+        options = sent_options(body)
+        skipped = not_sent(request, self._send_top_k)
         if skipped:
             options["not_sent"] = dict(skipped)
-        return Completion(text=None, latency_s=latency, backend_options=options,
-                          error=f"the server answered HTTP {status}: {self._server_says(exc)}")
+        return options
 
-    def _warn_once(self, kind: str, message: str, *args: Any) -> None:
-        """Log a WARNING the first time ``kind`` happens in this run (many threads may meet it at once)."""
-        with self._lock:
-            if kind in self._warned:
-                return
-            self._warned.add(kind)
-        log.warning(message, *args)
+    # -- texts ------------------------------------------------------------------------------------------
 
-    # -- retries ----------------------------------------------------------------------------------------
+    def _where(self) -> str:
+        return self._url
 
-    def _retrying(self, call: Callable[[], T], endpoint: str, kept: str) -> T:
-        """``call()`` with transient failures retried; a BackendError once the budget is spent.
-
-        Args:
-            call: One attempt.
-            endpoint: The API path, for log lines and the error.
-            kept: What the error says about collected work and how to go on (a sentence).
-        """
-        return retry_or_fail(call, _classify, self._settings, label=f"{self._url}{endpoint}",
-                             who=f"the server at {self._url}", endpoint=endpoint, fix_for=self._fix_for, kept=kept)
-
-    def _fix_for(self, reason: str) -> str:
-        """How to fix what kept failing, in one or two sentences."""
-        if reason.startswith("HTTP"):
-            return ("The server kept answering that it is busy or rate limited: lower model.concurrency, or raise "
-                    "model.retry_budget_s to wait out a hosted API's rate limit.")
-        if reason.startswith("timed out"):
-            return (f"Each request may take up to model.request_timeout_s={self._settings.request_timeout_s:g} s: "
-                    "raise it for a slow model, or lower model.concurrency to what the server runs at once.")
-        return ("Start the server (e.g. `python -m llama_cpp.server --model FILE.gguf --model_alias NAME` or "
-                "`vllm serve MODEL`), or point model.base_url at the address it listens on.")
+    def _who(self) -> str:
+        return f"the server at {self._url}"
 
     def close(self) -> None:
         """Close the client's connections."""

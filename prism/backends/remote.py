@@ -1,9 +1,14 @@
-"""What every remote backend reads from the ``model`` config the same way: concurrency, timeout, retries.
+"""What every backend behind a server shares: its settings, and one base class that does the asking.
 
-Ollama and OpenAI-compatible backends both take these settings from here, so ``model.concurrency``,
+Ollama and OpenAI-compatible backends both take their settings from here, so ``model.concurrency``,
 ``model.request_timeout_s`` and the ``model.retry_*`` keys mean one thing whatever serves the model.
 Concurrency itself is applied by :func:`prism.inference.dispatch`, which keeps up to a backend's
 ``concurrency`` requests in flight; a remote backend only has to be safe to call from that many threads.
+
+:class:`RemoteBackend` holds the part that is the same for every server (identity read once under a
+lock, one timed request retried within the budget, a failed reply kept as a failed request, warnings
+given once); a subclass supplies only what differs, as the hooks of inspect_ai's ``ModelAPI`` do: how
+to read the identity, send a body, classify a failure, read a reply, and its fix-it texts.
 """
 
 from __future__ import annotations
@@ -12,15 +17,24 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from prism.backends.base import BackendError
+from prism.backends.base import BackendError, Request
 from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries, transport_failure
 from prism.config import RemoteModelConfig
+from prism.types import Completion, ModelIdentity
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# What a run that stops mid-way says about the work it collected.
+RESUMABLE = ("Everything collected so far is kept: run the same command again once the server answers and it "
+             "resumes where this run stopped.")
+NOTHING_ASKED = "Nothing was asked yet: run the same command again once the server answers."
 
 # How long to keep retrying a refused connection to a server that has never answered: long enough for one
 # that is just starting, short enough that a server that is not running is reported within seconds.
@@ -155,3 +169,170 @@ def _mark_refused(transient: Transient | None, exc: BaseException) -> Transient 
             return dataclasses.replace(transient, refused=True)
         link = link.__cause__ or link.__context__
     return transient
+
+
+def sent_options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a record keeps of a request body as ``backend_options``: everything but the messages."""
+    return {k: v for k, v in body.items() if k != "messages"}
+
+
+class RemoteBackend(ABC):
+    """A model behind a server, asked through one client shared by every worker thread.
+
+    Subclasses set :attr:`backend` and :attr:`chat_endpoint` and supply the hooks below; the base reads
+    ``model.name`` and the transport settings, serialises the identity read, times and retries each
+    request, and turns a reply the server could not give into a failed request.
+    """
+
+    #: The backend name in records and tags (``ollama``, ``openai``).
+    backend: ClassVar[str]
+    #: The API path one cell is asked at, for log lines and errors.
+    chat_endpoint: ClassVar[str]
+    #: The BackendError when ``model.name`` is empty: what to set it to.
+    name_needed: ClassVar[str]
+    #: Fix-it texts of an error once retries are spent: the server kept saying it is busy (429/503...),
+    #: requests kept timing out (``parallel_hint`` names the server's own setting), it could not be reached.
+    fix_busy: ClassVar[str]
+    parallel_hint: ClassVar[str] = ""
+    fix_unreachable: ClassVar[str]
+
+    def __init__(self, model: RemoteModelConfig) -> None:
+        """Read ``model.name`` and the transport settings; nothing is sent until :meth:`identity`.
+
+        Raises:
+            BackendError: If ``model.name`` is empty or a transport setting is unusable.
+        """
+        self._name = model.name.strip()
+        if not self._name:
+            raise BackendError(self.name_needed)
+        self._settings = RemoteSettings.from_config(model)
+        self.concurrency = self._settings.concurrency
+        quiet_transport_logs()
+        self._identity: ModelIdentity | None = None
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # -- what every server shares -------------------------------------------------------------------------
+
+    def identity(self) -> ModelIdentity:
+        """The model's identity, read from the server once (by the first of many threads to ask).
+
+        Raises:
+            BackendError: If the server cannot be reached within the retry budget, refuses the client or
+                does not serve the model (the subclass's message says which and what to do).
+        """
+        with self._lock:
+            if self._identity is None:
+                self._identity = self._read_identity()
+            return self._identity
+
+    def generate(self, request: Request) -> Completion:
+        """Ask for one chat completion.
+
+        Returns:
+            The completion; ``error`` set (``text`` None) when the server answered with an error status
+            worth asking again, or with a body that is not a chat completion. Such a request is asked
+            again on the next run.
+
+        Raises:
+            BackendError: When transient failures outlast the retry budget, or the server's answer means
+                the run cannot go on (the model is gone, the client is refused).
+        """
+        self.identity()
+        body = self._build(request)
+        latency = [0.0]
+
+        def attempt() -> Any:
+            start = time.perf_counter()
+            try:
+                return self._send(body)
+            finally:
+                latency[0] = time.perf_counter() - start  # the last attempt's, not the retries'
+
+        try:
+            reply = self._retrying(attempt, self.chat_endpoint, RESUMABLE)
+        except Exception as exc:
+            error = self._failed_request(exc)
+            if error is None:
+                raise
+            return self._failed(request, body, latency[0], error)
+        return self._read(reply, request, body, latency[0])
+
+    def _failed(self, request: Request, body: Mapping[str, Any], latency_s: float, error: str) -> Completion:
+        """A failed request: no text, what was sent, and why."""
+        return Completion(text=None, latency_s=latency_s, backend_options=self._options(request, body), error=error)
+
+    def _retrying(self, call: Callable[[], T], endpoint: str, kept: str) -> T:
+        """``call()`` with transient failures retried; a BackendError once the budget is spent.
+
+        Args:
+            call: One attempt.
+            endpoint: The API path, for log lines and the error.
+            kept: What the error says about collected work and how to go on (a sentence).
+        """
+        return retry_or_fail(call, self._classify, self._settings, label=f"{self._where()}{endpoint}",
+                             who=self._who(), endpoint=endpoint, fix_for=self._fix_for, kept=kept)
+
+    def _warn_once(self, kind: str, message: str, *args: Any) -> None:
+        """Log a WARNING the first time ``kind`` happens in this run (many threads may meet it at once)."""
+        with self._lock:
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        log.warning(message, *args)
+
+    # -- hooks: what differs between servers ----------------------------------------------------------------
+
+    @abstractmethod
+    def _read_identity(self) -> ModelIdentity:
+        """Ask the server what answers under ``model.name`` and pin it with a digest."""
+
+    @abstractmethod
+    def _build(self, request: Request) -> dict[str, Any]:
+        """The request body for one cell, exactly as it goes over the wire."""
+
+    @abstractmethod
+    def _send(self, body: Mapping[str, Any]) -> Any:
+        """Send one body through the client and return its reply (one attempt, no retries)."""
+
+    @abstractmethod
+    def _classify(self, exc: Exception) -> Transient | None:
+        """Whether a failure is transient (retried within the budget), and why."""
+
+    @abstractmethod
+    def _failed_request(self, exc: Exception) -> str | None:
+        """For a failure that is not transient: the ``error`` of a failed request, or None to re-raise it.
+
+        Raises:
+            BackendError: For an answer after which the run cannot go on (a vanished model, a refused key).
+        """
+
+    @abstractmethod
+    def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
+        """Turn the client's reply into a Completion (a failed one when it is not a chat completion)."""
+
+    def _options(self, request: Request, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What a record keeps as ``backend_options`` of a request; by default the body without messages."""
+        return sent_options(body)
+
+    @abstractmethod
+    def _where(self) -> str:
+        """The server's address as log lines name it, endpoint appended (``Ollama at http://host:port``)."""
+
+    @abstractmethod
+    def _who(self) -> str:
+        """The server as an error names it, with where its address came from."""
+
+    def _fix_for(self, reason: str) -> str:
+        """How to fix what kept failing (the last transient failure's reason), from the subclass's texts."""
+        if reason.startswith("HTTP"):
+            return self.fix_busy
+        if reason.startswith("timed out"):
+            return (f"Each request may take up to model.request_timeout_s={self._settings.request_timeout_s:g} s: "
+                    f"raise it for a slow model, or lower model.concurrency to what the server runs at "
+                    f"once{self.parallel_hint}.")
+        return self.fix_unreachable
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the client's connections."""

@@ -17,12 +17,11 @@ from typing import Any
 
 from prism.backends.base import BackendError, Request
 from prism.config import ReplayModelConfig
+from prism.records import CellKey
 from prism.types import Completion, ModelIdentity
 
-Key = tuple[str, str, int]
 
-
-def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
+def read_replay_file(path: Path) -> dict[CellKey, dict[str, Any]]:
     """Read and check a replay file.
 
     Raises:
@@ -33,7 +32,7 @@ def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
         raise BackendError(
             f"replay file {str(path)!r} does not exist; pass an existing JSONL file as model.path=FILE."
         )
-    table: dict[Key, dict[str, Any]] = {}
+    table: dict[CellKey, dict[str, Any]] = {}
     with path.open("rb") as handle:  # bytes: a line that is not UTF-8 is named like any other bad line
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -63,9 +62,10 @@ def read_replay_file(path: Path) -> dict[Key, dict[str, Any]]:
             repetition = record.get("repetition", 0)
             if not isinstance(repetition, int) or isinstance(repetition, bool) or repetition < 0:
                 raise BackendError(f"{where}: repetition must be a whole number >= 0, not {repetition!r}.")
-            key = (str(record["question_id"]), str(record["condition"]), repetition)
+            key = CellKey(str(record["question_id"]), str(record["condition"]), repetition)
             if key in table:
-                raise BackendError(f"{where} repeats the cell {key}; each (question, condition, repetition) once.")
+                raise BackendError(f"{where} repeats the cell {tuple(key)}; each (question, condition, repetition) "
+                                   "once.")
             table[key] = record
     return table
 
@@ -90,13 +90,13 @@ class ReplayBackend:
 
     def generate(self, request: Request) -> Completion:
         """Look the cell up; a cell the file lacks is an error naming it."""
-        key = (request.prompt.question_id, request.prompt.condition, request.repetition)
+        key = request.cell
         start = time.perf_counter()
         record = self._table.get(key)
         if record is None:
             raise BackendError(
-                f"replay file {str(self._path)!r} has no response for question_id={key[0]!r}, "
-                f"condition={key[1]!r}, repetition={key[2]}; add that line or run fewer questions."
+                f"replay file {str(self._path)!r} has no response for question_id={key.question_id!r}, "
+                f"condition={key.condition!r}, repetition={key.repetition}; add that line or run fewer questions."
             )
         latency = time.perf_counter() - start
         if record.get("response") is None:

@@ -16,8 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from prism.compare.evidence import ReportContext, gather_evidence
 from prism.compare.noise import check_measures, gee_table, shifts_table
-from prism.compare.report import ReportContext, gather_evidence, run_description
+from prism.compare.report import run_description
 from prism.compare.select import (
     CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
@@ -46,12 +47,12 @@ from prism.compare.tables import (
 )
 from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
+from prism.stats import SIGNIFICANCE
 
 log = logging.getLogger(__name__)
 
 KIND = "comparison"
 ARTIFACT_DIR = "comparison"
-SIGNIFICANCE = 0.05
 
 
 @dataclass
@@ -183,7 +184,8 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
     """The numbers a reader looks at first, logged as metrics of the comparison run.
 
     Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
-    conditions, and how many conditions differ from the baseline at Holm-adjusted p < 0.05. Per pair of
+    conditions, and how many conditions differ from the baseline at Holm-adjusted p below
+    :data:`prism.stats.SIGNIFICANCE`. Per pair of
     models (pooled over conditions): disagreement, kappa and excess.
     """
     metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),

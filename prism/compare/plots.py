@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from prism import formatting
 from prism.compare.tables import POOLED
 
 ACCURACY_PNG = "accuracy_heatmap.png"
@@ -24,7 +25,7 @@ DIVERGENCE_PNG = "divergence_matrix.png"
 def _annotation(value: float, low: float, high: float) -> str:
     if math.isnan(value):
         return "n/a"
-    return f"{value:.2f}\n[{low:.2f}, {high:.2f}]"
+    return f"{formatting.number(value)}\n{formatting.interval(low, high)}"
 
 
 def _heatmap(plt: Any, values: np.ndarray, labels: list[list[str]], rows: list[str], columns: list[str],

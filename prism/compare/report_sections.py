@@ -1,4 +1,10 @@
-"""The sections of ``report.html`` below its summary, each a function from data to escaped markup.
+"""What each section of ``report.html`` (and of the published site's pages) says, as data for its template.
+
+Each function here turns tables and run evidence into plain values (rows, labels, numbers) and a template
+under ``prism/templates/sections/`` turns them into markup, escaping every value (:mod:`prism.render`).
+Nothing here builds markup. The site (:mod:`prism.publish`) uses the same functions and templates for
+what it shares with the report: the reproducibility items, the readings, the templates and what PRISM
+does not claim.
 
 Elements that carry a value a reader (or a test) looks up have ``data-`` attributes naming it: the
 setup table's cells ``data-run``/``data-item``, each reading ``data-model``/``data-patterns``, each
@@ -7,23 +13,23 @@ template ``data-condition``, each non-claim ``data-claim``.
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import yaml
 
+from prism.compare.evidence import ReportContext, RunEvidence
 from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
-from prism.compare.report_html import Html, el, join, missing, num, p_value, pct, png_figure, table, with_ci
 from prism.compare.select import RunSummary
 from prism.compare.tables import POOLED
-
-SIGNIFICANCE = 0.05  # the level of prism.compare.core's significant_conditions metric
-
-if TYPE_CHECKING:
-    from prism.compare.report import ReportContext, RunEvidence
+from prism.formatting import missing
+from prism.stats import SIGNIFICANCE
 
 # How many cells of the differences table the page lists (the CSV has them all).
 TOP_DIFFERENCES = 12
@@ -60,35 +66,14 @@ NOT_CLAIMED = (
 )
 
 
-def navigation() -> Html:
-    """Links to the sections."""
-    return el("nav", *(el("a", title, href=f"#{anchor}") for anchor, title in SECTIONS))
+def navigation(present: Sequence[str]) -> list[tuple[str, str]]:
+    """(anchor, title) of each section the page has, in page order: no link to a section left out."""
+    return [(anchor, title) for anchor, title in SECTIONS if anchor in present]
 
 
-def readings_section(numbers: Sequence[ModelNumbers], readings: Sequence[Reading], thresholds: Thresholds) -> Html:
-    """Per model, the patterns its numbers show, the numbers with intervals, and how firm the reading is."""
-    cards = []
-    for number, reading in zip(numbers, readings, strict=True):
-        undefined = any(math.isnan(e.value) for e in (number.majority_accuracy, number.agreement,
-                                                        number.invariant_incorrect))
-        badges = [el("span", p, cls="pattern") for p in reading.patterns] or [
-            el("span", "not read: a number is undefined" if undefined else "none of the four patterns fits",
-               cls="pattern none")]
-        described = [el("li", el("strong", p), ": ", PATTERN_TEXT[p], ".") for p in reading.patterns]
-        described += [el("li", reading.gap)] if reading.gap else []
-        shown = table(["question-majority accuracy", "mean agreement", "prompt-invariant incorrect rate",
-                       "answer recovery"],
-                      [[with_ci(e.value, e.ci_low, e.ci_high) for e in
-                        (number.majority_accuracy, number.agreement, number.invariant_incorrect)]
-                       + [num(number.recovery)]], numeric=(0, 1, 2, 3))
-        firmness = [el("li", f"Borderline: {note}, so this part of the reading could change with another sample "
-                              "of questions.") for note in reading.borderline]
-        firmness += [el("li", caution) for caution in reading.cautions]
-        cards.append(el("div", el("h3", number.label), el("div", *badges),
-                        el("ul", *described) if described else None, shown,
-                        el("ul", *firmness, cls="note") if firmness else None,
-                        cls="reading", data_model=number.label, data_patterns=";".join(reading.patterns)))
-    rules = el("ul", *(el("li", rule) for rule in (
+def pattern_rules(thresholds: Thresholds) -> list[str]:
+    """The pattern rules with their thresholds, as the page states them."""
+    return [
         f"accurate and stable: question-majority accuracy ≥ {thresholds.accurate:.2f} and mean agreement ≥ "
         f"{thresholds.stable:.2f};",
         f"capable but prompt-dependent: question-majority accuracy ≥ {thresholds.accurate:.2f} and mean agreement "
@@ -96,126 +81,133 @@ def readings_section(numbers: Sequence[ModelNumbers], readings: Sequence[Reading
         f"inaccurate and unstable: question-majority accuracy < {thresholds.accurate:.2f} and mean agreement < "
         f"{thresholds.stable:.2f};",
         f"consistently wrong (prompt-invariant incorrectness): prompt-invariant incorrect rate ≥ "
-        f"{thresholds.invariant_wrong:.2f}; it can hold beside another pattern.")))
-    return el("section", el("h2", "Readings: patterns in each model's numbers", id="readings"),
-              el("p", "These describe the numbers of these runs; they are not classifications of the models. "
-                      "Question-majority accuracy is the share of questions whose most frequent answer across "
-                      "conditions is correct; mean agreement is, per question, the share of recovered answers "
-                      "that equal the most frequent one, averaged over questions; the prompt-invariant incorrect "
-                      "rate is the share of questions answered with the same wrong option under every condition. "
-                      "Intervals are 95% bootstrap intervals over questions. The thresholds are round numbers, "
-                      "not calibrated:"), rules, *cards)
+        f"{thresholds.invariant_wrong:.2f}; it can hold beside another pattern.",
+    ]
 
 
-def _figure(figures: Sequence[Path], name: str, alt: str, caption: str) -> Html | None:
+@dataclass(frozen=True)
+class ReadingCard:
+    """One model's reading as the page shows it.
+
+    Attributes:
+        numbers: The numbers read.
+        reading: What they show.
+        badges: The pattern names, or one muted badge saying why none is shown.
+        muted: Whether the badge is the muted "none" one.
+        described: (pattern, what it means) per pattern that holds.
+        firmness: Borderline notes and cautions.
+    """
+
+    numbers: ModelNumbers
+    reading: Reading
+    badges: tuple[str, ...]
+    muted: bool
+    described: tuple[tuple[str, str], ...]
+    firmness: tuple[str, ...]
+
+
+def reading_cards(numbers: Sequence[ModelNumbers], readings: Sequence[Reading]) -> list[ReadingCard]:
+    """Per model, the patterns its numbers show, what they mean, and how firm the reading is."""
+    cards = []
+    for number, reading in zip(numbers, readings, strict=True):
+        undefined = any(math.isnan(e.value) for e in (number.majority_accuracy, number.agreement,
+                                                        number.invariant_incorrect))
+        badges = reading.patterns or ("not read: a number is undefined" if undefined
+                                      else "none of the four patterns fits",)
+        firmness = [f"Borderline: {note}, so this part of the reading could change with another sample of "
+                    "questions." for note in reading.borderline]
+        cards.append(ReadingCard(number, reading, tuple(badges), not reading.patterns,
+                                 tuple((p, PATTERN_TEXT[p]) for p in reading.patterns),
+                                 (*firmness, *reading.cautions)))
+    return cards
+
+
+def figure_uri(figures: Sequence[Path], name: str) -> str | None:
+    """The named PNG as a ``data:`` URI (the page needs no file beside it), or None when it was not drawn."""
     found = [f for f in figures if f.name == name]
-    return png_figure(found[0], alt, caption) if found else None
+    if not found:
+        return None
+    return "data:image/png;base64," + base64.b64encode(found[0].read_bytes()).decode("ascii")
 
 
-def sensitivity_section(tables: Mapping[str, pd.DataFrame], figures: Sequence[Path], baseline: str) -> Html:
-    """Per model, each condition against the baseline, then the accuracy and flip-rate heatmaps."""
-    parts: list[Any] = [el("h2", f"Condition sensitivity against {baseline}", id="sensitivity"),
-                        el("p", f"Per model, each condition compared with {baseline} on the same questions. "
-                                "Δ accuracy and flip rate are over cells paired with the baseline; flip rate counts "
-                                "any change of answer (UNKNOWN included). p is an exact McNemar test, Holm-adjusted "
-                                "within the model; highlighted rows have adjusted p < 0.05. Rows are ranked by "
-                                "effect size.")]
+def sensitivity_models(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Per model, its sensitivity rows with the accuracy interval and whether the Holm p is significant."""
     intervals = {(str(r["model"]), str(r["condition"])): (r["ci_low"], r["ci_high"])
                  for r in tables["accuracy"].to_dict("records")}
+    models = []
     for model, rows in tables["sensitivity"].groupby("model", sort=False):
-        body, classes = [], []
-        for r in rows.to_dict("records"):
+        shown = []
+        for r in _records(rows):
             low, high = intervals.get((str(model), str(r["condition"])), (None, None))
-            body.append([r["condition"], with_ci(r["accuracy"], low, high),
-                         with_ci(r["delta_accuracy"], r["delta_ci_low"], r["delta_ci_high"], signed=True),
-                         with_ci(r["flip_rate"], r["flip_ci_low"], r["flip_ci_high"]), p_value(r["mcnemar_p"]),
-                         p_value(r["mcnemar_p_holm"])])
             significant = not missing(r["mcnemar_p_holm"]) and float(r["mcnemar_p_holm"]) < SIGNIFICANCE
-            classes.append("significant" if significant else None)
-        parts += [el("h3", str(model)),
-                  table(["condition", "accuracy [95% CI]", f"Δ accuracy vs {baseline}", f"flip rate vs {baseline}",
-                         "McNemar p", "Holm p"], body, numeric=(1, 2, 3, 4, 5), row_classes=classes)]
-    parts.append(_figure(figures, "accuracy_heatmap.png", "Accuracy heatmap, model by condition",
-                         "Accuracy per model and condition with 95% bootstrap intervals (UNKNOWN counts as wrong)."))
-    parts.append(_figure(figures, "flip_rate_heatmap.png", "Flip-rate heatmap, model by condition",
-                         f"Share of each condition's answers that differ from the same question's answer under "
-                         f"{baseline}."))
-    return el("section", *parts)
+            shown.append({**r, "accuracy_ci_low": low, "accuracy_ci_high": high, "significant": significant})
+        models.append((str(model), shown))
+    return models
 
 
-def divergence_section(tables: Mapping[str, pd.DataFrame], figures: Sequence[Path]) -> Html | None:
-    """Answer disagreement between each pair of models, per condition and pooled; the divergence matrix."""
-    if "divergence" not in tables:
-        return el("section", el("h2", "Divergence between models", id="divergence"),
-                  el("p", "One run was compared: there is no other model to diverge from."))
-    parts: list[Any] = [el("h2", "Divergence between models", id="divergence"),
-                        el("p", "Share of paired cells (same question, condition and repetition) whose answers "
-                                "differ, UNKNOWN an answer of its own; 'answered only' leaves out cells where either "
-                                "side has no recovered answer. κ is Cohen's kappa over the answers. Excess is the "
-                                "disagreement minus the mean of the two models' own across-condition disagreement: "
-                                "near zero, the models differ about as much as each differs from itself.")]
-    for (a, b), rows in tables["divergence"].groupby(["model_a", "model_b"], sort=False):
-        body = [[r.condition, with_ci(r.disagreement, r.disagreement_ci_low, r.disagreement_ci_high),
-                 num(r.disagreement_answered), num(r.kappa),
-                 f"{r.both_correct} / {r.only_a} / {r.only_b} / {r.both_wrong}",
-                 with_ci(r.excess, r.excess_ci_low, r.excess_ci_high, signed=True)]
-                for r in rows.itertuples(index=False)]
-        classes = ["pooled" if r.condition == POOLED else None for r in rows.itertuples(index=False)]
-        parts += [el("h3", f"{a} vs {b}"),
-                  table(["condition", "disagreement [95% CI]", "answered only", "κ",
-                         f"both right / only {a} / only {b} / neither", "excess [95% CI]"], body,
-                        numeric=(1, 2, 3, 4, 5), row_classes=classes)]
-    parts.append(_figure(figures, "divergence_matrix.png", "Divergence matrix between models",
-                         "Off the diagonal: disagreement between two models over all shared conditions. On the "
-                         "diagonal: each model's disagreement with itself across conditions."))
-    return el("section", *parts)
+def divergence_pairs(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """Per pair of models, its divergence rows (each marked ``pooled`` when it is the row over all conditions)."""
+    return [(str(a), str(b), [{**r, "pooled": r["condition"] == POOLED} for r in _records(rows)])
+            for (a, b), rows in tables["divergence"].groupby(["model_a", "model_b"], sort=False)]
 
 
-def _cut(value: Any) -> str:
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
+
+
+def cut(value: Any, limit: int = RESPONSE_CHARS) -> str:
+    """A raw response on one line, shortened to ``limit`` characters (``–`` when there is none)."""
     if not isinstance(value, str):
         return "–"
     flat = " ".join(value.split())
-    return flat if len(flat) <= RESPONSE_CHARS else flat[: RESPONSE_CHARS - 1] + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _question(question_id: str, question: Mapping[str, Any] | None, share: float, pair: str) -> Html:
-    """The row that opens a question's cells: its text and options, so the answers below can be read."""
-    parts: list[Any] = [el("code", question_id), f" · {pair} · answers differ in {pct(share)} of its cells"]
-    if question:
-        options = zip(question.get("labels", ()), question.get("options", ()), strict=False)
-        parts += [el("div", el("strong", question.get("question", ""))),
-                  el("div", join((f"{label}. {option}" for label, option in options), "   ·   "), cls="note")]
-    return el("tr", el("td", *parts, colspan="5"), cls="group")
+def option_lines(question: Mapping[str, Any] | None) -> list[str]:
+    """A frozen question's options as ``A. text`` lines (empty without the question)."""
+    if not question:
+        return []
+    return [f"{label}. {option}" for label, option in zip(question.get("labels", ()), question.get("options", ()),
+                                                          strict=False)]
 
 
-def differences_section(tables: Mapping[str, pd.DataFrame], questions: Mapping[str, Mapping[str, Any]]) -> Html | None:
-    """The cells where two models' answers differ, questions where they differ most first, with their text."""
-    if "differences" not in tables:
-        return None
-    diff = tables["differences"]
-    head = diff.head(TOP_DIFFERENCES)
-    rows: list[Html] = []
+@dataclass(frozen=True)
+class DifferenceGroup:
+    """The cells of one question where two models answer differently, as the differences table lists them.
+
+    Attributes:
+        question_id: The question.
+        question: Its frozen record (None when the frozen questions could not be read).
+        share: The share of its paired cells whose answers differ.
+        pair: ``a vs b``.
+        rows: Its listed cells (records of the differences table, with ``response_a_cut`` and
+            ``response_b_cut``: the responses shortened by :func:`cut`).
+    """
+
+    question_id: str
+    question: Mapping[str, Any] | None
+    share: float
+    pair: str
+    rows: list[dict[str, Any]]
+
+    @property
+    def options(self) -> list[str]:
+        """The question's options as ``A. text`` lines."""
+        return option_lines(self.question)
+
+
+def difference_groups(diff: pd.DataFrame, questions: Mapping[str, Mapping[str, Any]]) -> list[DifferenceGroup]:
+    """The first :data:`TOP_DIFFERENCES` cells of the differences table, grouped by pair and question."""
+    groups: list[DifferenceGroup] = []
     opened: tuple[Any, ...] | None = None
-    for r in head.to_dict("records"):
+    for r in _records(diff.head(TOP_DIFFERENCES)):
         if (r["model_a"], r["model_b"], r["question_id"]) != opened:
             opened = (r["model_a"], r["model_b"], r["question_id"])
-            rows.append(_question(str(r["question_id"]), questions.get(str(r["question_id"])),
-                                  float(r["question_disagreement"]), f"{r['model_a']} vs {r['model_b']}"))
-        cells = [r["condition"], r["correct_answer"],
-                 el("span", f"{r['model_a']}: ", el("strong", r["answer_a"]), el("br"), f"{r['model_b']}: ",
-                    el("strong", r["answer_b"])),
-                 el("div", f"{r['model_a']}: {_cut(r['response_a'])}", el("br"),
-                    f"{r['model_b']}: {_cut(r['response_b'])}", cls="response"),
-                 el("details", el("summary", "prompt"), el("pre", r["prompt"] or "(not available)"))]
-        rows.append(el("tr", *(el("td", c) for c in cells)))
-    header = el("thead", el("tr", *(el("th", h) for h in ("condition", "key", "answers", "responses", ""))))
-    shown = f"The first {len(head)} of {len(diff)}" if len(diff) > len(head) else f"All {len(diff)}"
-    return el("section", el("h2", "Where the models differ most", id="differences"),
-              el("p", f"{shown} cells where two models gave different answers, questions with the most "
-                      "disagreement first. Responses are the models' raw text (shortened here; whole in "
-                      "comparison/differences.csv and each run's responses/responses.jsonl)."),
-              el("table", header, el("tbody", *rows), cls="differences")
-              if rows else el("p", "Nowhere: every paired answer agrees."))
+            groups.append(DifferenceGroup(str(r["question_id"]), questions.get(str(r["question_id"])),
+                                          float(r["question_disagreement"]), f"{r['model_a']} vs {r['model_b']}",
+                                          []))
+        groups[-1].rows.append({**r, "response_a_cut": cut(r["response_a"]), "response_b_cut": cut(r["response_b"])})
+    return groups
 
 
 def _param(key: str) -> Callable[[RunEvidence], str]:
@@ -270,85 +262,114 @@ SETUP_ROWS: tuple[tuple[str, str, Callable[[RunEvidence], str], bool], ...] = (
     ("git_commit", "PRISM commit", lambda i: i.run.tags.get("prism.git_commit", "–")
      + (" (uncommitted changes)" if i.run.tags.get("prism.git_dirty") == "true" else ""), False),
 )
+# Items shown as code (identifiers a reader copies).
+CODE_ITEMS = frozenset({"run_id", "model_digest", "question_set_sha256", "git_commit", "dataset_version"})
 
 
-def setup_section(context: ReportContext) -> Html:
-    """Everything needed to reproduce each run and the comparison, runs side by side."""
-    evidence = context.evidence
+@dataclass(frozen=True)
+class SetupRow:
+    """One reproducibility item across the runs.
+
+    Attributes:
+        key: The item (``data-item``).
+        label: Its row label.
+        values: Its value per run, in run order.
+        differs: Whether runs that must agree on it differ.
+        code: Whether it is shown as code.
+    """
+
+    key: str
+    label: str
+    values: list[str]
+    differs: bool
+    code: bool
+
+
+def setup_rows(evidence: Sequence[RunEvidence], absent: str = "–") -> list[SetupRow]:
+    """Every reproducibility item of each run, side by side; ``absent`` for what a run did not record."""
     rows = []
     for key, label, value, must_agree in SETUP_ROWS:
         values = [value(item) for item in evidence]
-        differs = must_agree and len(set(values)) > 1
-        cells = [el("td", el("code", v) if key in ("run_id", "model_digest", "question_set_sha256", "git_commit",
-                                                      "dataset_version") else v,
-                        data_run=item.run.run_id, data_item=key) for item, v in zip(evidence, values, strict=True)]
-        rows.append(el("tr", el("th", label, scope="row"), *cells, cls="differs" if differs else None))
-    rows.append(el("tr", el("th", "reproduce", scope="row"),
-                   *(el("td", el("code", f"python -m prism.reproduce {item.run.run_id}"),
-                        data_run=item.run.run_id, data_item="reproduce") for item in evidence)))
-    head = el("thead", el("tr", el("th", ""), *(el("th", item.run.label, scope="col") for item in evidence)))
-    ids = ",".join(item.run.run_id for item in evidence)
-    settings = table(["setting", "value"], [
-        ["comparison run id", el("code", context.run_id)], ["compared run ids", el("code", ids)],
-        ["baseline condition", context.baseline], ["bootstrap resamples (B)", str(context.n_boot)],
-        ["bootstrap seed", str(context.seed)], ["allow_mismatch", str(context.allow_mismatch).lower()],
-        ["recompute", el("code", f"python -m prism.compare runs=[{ids}] baseline={context.baseline} "
-                                 f"bootstrap={context.n_boot} seed={context.seed}")]], cls="setup", id="comparison")
-    problems = [el("li", f"{item.run.label} ({item.run.run_id}): {problem}") for item in evidence
-                for problem in item.problems]
-    return el("section", el("h2", "Reproduce and compare", id="setup"),
-              el("p", "Each compared run as logged in MLflow. A highlighted row differs between runs on an item "
-                      "that can change results. ", el("code", "python -m prism.reproduce RUN_ID"), ", with the same "
-                      "tracking settings, re-runs one from its logged config and diffs every response."),
-              el("table", head, el("tbody", *rows), cls="setup", id="runs"),
-              el("div", el("strong", "Not available:"), el("ul", *problems), cls="warning") if problems else None,
-              el("h3", "The comparison"), settings)
+        if absent != "–":  # the site says "not recorded" where the report shows a dash
+            values = [absent if v in ("–", "– / –") else v for v in values]
+        rows.append(SetupRow(key, label, values, must_agree and len(set(values)) > 1, key in CODE_ITEMS))
+    return rows
 
 
-def _templates(text_: str) -> Html:
-    """A condition set's YAML as a person reads it: each condition's template; other layouts verbatim."""
+def problems(evidence: Sequence[RunEvidence]) -> list[str]:
+    """What could not be read of each run, said on the page rather than hidden."""
+    return [f"{item.run.label} ({item.run.run_id}): {problem}" for item in evidence for problem in item.problems]
+
+
+def comparison_settings(context: ReportContext) -> list[tuple[str, str, bool]]:
+    """(setting, value, shown as code) of the comparison itself."""
+    ids = ",".join(item.run.run_id for item in context.evidence)
+    return [("comparison run id", context.run_id, True), ("compared run ids", ids, True),
+            ("baseline condition", context.baseline, False), ("bootstrap resamples (B)", str(context.n_boot), False),
+            ("bootstrap seed", str(context.seed), False),
+            ("allow_mismatch", str(context.allow_mismatch).lower(), False),
+            ("recompute", f"python -m prism.compare runs=[{ids}] baseline={context.baseline} "
+                          f"bootstrap={context.n_boot} seed={context.seed}", True)]
+
+
+@dataclass(frozen=True)
+class TemplateFile:
+    """One file of a ``prompts/`` artifact as a person reads it.
+
+    Attributes:
+        name: File name.
+        text: The file as logged.
+        closing: The condition set's ``{closing}`` line, if it has one.
+        conditions: (name, description, template) per condition; empty when the file is not a condition set
+            of the usual layout, which is then shown verbatim.
+    """
+
+    name: str
+    text: str
+    closing: str
+    conditions: tuple[tuple[str, str, str], ...]
+
+
+@lru_cache(maxsize=64)
+def template_file(name: str, text: str) -> TemplateFile:
+    """Read a condition set's YAML into its conditions' templates; other layouts are shown verbatim.
+
+    Remembered by content: the runs of a site mostly share a few condition sets.
+    """
     try:
-        data = yaml.safe_load(text_)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         data = None
     conditions = data.get("conditions") if isinstance(data, dict) else None
     if not isinstance(conditions, list) or not all(isinstance(c, dict) and "template" in c for c in conditions):
-        return el("pre", text_)
-    parts: list[Any] = []
-    if data.get("closing"):
-        parts.append(el("p", "{closing} is: ", el("code", data["closing"])))
-    for condition in conditions:
-        name = str(condition.get("name", "?"))
-        parts += [el("h3", name, " ", el("span", condition.get("description", ""), cls="note")),
-                  el("pre", condition["template"], data_condition=name)]
-    parts.append(el("details", el("summary", "the file as logged"), el("pre", text_)))
-    return join(parts)
+        return TemplateFile(name, text, "", ())
+    assert isinstance(data, dict)
+    return TemplateFile(name, text, str(data.get("closing") or ""),
+                        tuple((str(c.get("name", "?")), str(c.get("description", "")), str(c["template"]))
+                              for c in conditions))
 
 
-def templates_section(evidence: Sequence[RunEvidence]) -> Html:
-    """The templates each run used, read from its ``prompts/`` artifact; identical files are shown once."""
+def template_groups(evidence: Sequence[RunEvidence]) -> list[tuple[list[RunSummary], str, list[TemplateFile]]]:
+    """The templates each run used, read from its ``prompts/`` artifact; identical files are shown once.
+
+    Returns:
+        (runs that used them, their template versions, the files) per distinct set of files.
+    """
     by_content: dict[tuple[tuple[str, str], ...], list[RunSummary]] = {}
     for item in evidence:
         if item.prompts:
             by_content.setdefault(item.prompts, []).append(item.run)
-    parts: list[Any] = [el("h2", "Prompt templates", id="templates"),
-                        el("p", "The condition set as each run logged it (its prompts/ artifact). {question} and "
-                                "{options} are filled with the dataset's text and the labelled options.")]
+    groups = []
     for files, runs in by_content.items():
         versions = ", ".join(dict.fromkeys(r.params.get("conditions.template_version", "?") for r in runs))
-        parts.append(el("p", el("strong", f"Used by {', '.join(f'{r.label} ({r.run_id})' for r in runs)}"),
-                        f" · template version {versions}"))
-        for name, content in files:
-            parts += [el("p", el("code", f"prompts/{name}")), _templates(content)]
-    if not by_content:
-        parts.append(el("p", "No run's templates could be read."))
-    return el("section", *parts)
+        groups.append((runs, versions, [template_file(name, content) for name, content in files]))
+    return groups
 
 
-def method_section(context: ReportContext) -> Html:
+def method_items(n_boot: int, seed: int) -> list[str]:
     """How the numbers were computed, in a few lines."""
-    items = (
-        f"Intervals: 95% percentile bootstrap over questions (B = {context.n_boot}, seed {context.seed}); each "
+    return [
+        f"Intervals: 95% percentile bootstrap over questions (B = {n_boot}, seed {seed}); each "
         "resample keeps a question's conditions, repetitions and both sides of every pair together.",
         "Answers are the options the parser recovered without seeing the key, mapped back to canonical labels; a "
         "response with no recoverable answer is UNKNOWN, counted wrong for accuracy and as an answer of its own "
@@ -358,19 +379,11 @@ def method_section(context: ReportContext) -> Html:
         "Readings: from each run's logged question_majority_accuracy, mean_agreement and "
         "prompt_invariant_incorrect_rate, with intervals bootstrapped from its results/question_metrics.csv; "
         f"the patterns are {', '.join(PATTERNS)}.",
-    )
-    return el("section", el("h2", "How the numbers were computed", id="method"),
-              el("ul", *(el("li", i) for i in items)))
+    ]
 
 
-def claims_section(evidence: Sequence[RunEvidence]) -> Html:
-    """What PRISM does not claim, stated so that no reading above is taken for more than it is."""
+def sampling_used(evidence: Sequence[RunEvidence]) -> str:
+    """The temperatures and repetitions the runs used, for the note under what PRISM does not claim."""
     sampling = sorted({(item.run.params.get("generation.temperature", "?"),
                         item.run.params.get("generation.repetitions", "?")) for item in evidence})
-    used = "; ".join(f"temperature {t}, {r} repetition(s)" for t, r in sampling)
-    return el("section", el("h2", "What PRISM does not claim", id="not-claimed"),
-              el("p", "PRISM measures how these models' multiple-choice answers to these questions depend on the "
-                      "wording of the prompt. It does not claim:"),
-              el("ul", *(el("li", el("strong", title), " ", claim, data_claim=key)
-                         for key, title, claim in NOT_CLAIMED)),
-              el("p", f"These runs used {used}.", cls="note") if used else None)
+    return "; ".join(f"temperature {t}, {r} repetition(s)" for t, r in sampling)

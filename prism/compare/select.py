@@ -149,7 +149,7 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
         CompareError: If nothing matches, or a model named in ``selection.models`` has no run for the
             newest question set.
     """
-    eligible = [r for r in candidates if check_selectable(r) is None and _passes(r, selection)]
+    eligible = [r for r in candidates if check_selectable(r) is None and passes_filters(r, selection)]
     if not eligible:
         return []
     latest_first = sorted(eligible, key=lambda r: (r.start_time, r.run_id), reverse=True)
@@ -170,7 +170,8 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
     return [chosen[m] for m in sorted(chosen)]
 
 
-def _passes(run: RunSummary, selection: Selection) -> bool:
+def passes_filters(run: RunSummary, selection: Selection) -> bool:
+    """Whether a run passes the selection's filters (dataset, models, condition set, sweep)."""
     if selection.dataset and run.params.get("dataset.name") != selection.dataset:
         return False
     if selection.models and run.model not in selection.models:
@@ -204,7 +205,7 @@ def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
         groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
         for run in runs:
             raw = (run.tags if where == "tag" else run.params).get(key)
-            groups.setdefault(_canonical_value(raw), (raw, []))[1].append(run)
+            groups.setdefault(canonical_value(raw), (raw, []))[1].append(run)
         if len(groups) > 1:
             parts = [
                 f"{_show(raw)} in " + ", ".join(f"run {r.run_id} ({r.model})" for r in members)
@@ -214,7 +215,8 @@ def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
     return lines
 
 
-def _canonical_value(raw: str | None) -> Any:
+def canonical_value(raw: str | None) -> Any:
+    """A logged value as compared: a number as a number, and ``null``/``None``/missing as None."""
     if raw is None or raw.strip().lower() in ("", "null", "none"):
         return None
     try:
@@ -224,7 +226,7 @@ def _canonical_value(raw: str | None) -> Any:
 
 
 def _show(raw: str | None) -> str:
-    if _canonical_value(raw) is None:
+    if canonical_value(raw) is None:
         return "unset"
     text = str(raw)
     return repr(text[:12] + "...") if len(text) > 16 else repr(text)
@@ -267,8 +269,17 @@ def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[RunSummary]:
     return runs
 
 
-def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Path) -> Path:
+def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Path,
+             artifact_uri: str | None = None) -> Path:
     """Download one artifact of a run through MLflow (works for local stores and servers alike).
+
+    Args:
+        run_id: The run.
+        artifact_path: The artifact, relative to the run's artifact root.
+        tracking_uri: The tracking store.
+        dst: Where to put it.
+        artifact_uri: The run's artifact root (``run.info.artifact_uri``), when already known: the download
+            then skips resolving ``runs:/`` through the store, two lookups of the run per artifact.
 
     Raises:
         CompareError: If the run has no such artifact.
@@ -278,8 +289,12 @@ def download(run_id: str, artifact_path: str, tracking_uri: str | None, dst: Pat
     dst.mkdir(parents=True, exist_ok=True)
     try:
         with _quiet_downloads():
-            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
-                                                       dst_path=str(dst), tracking_uri=tracking_uri)
+            if artifact_uri:
+                path = mlflow.artifacts.download_artifacts(artifact_uri=f"{artifact_uri.rstrip('/')}/{artifact_path}",
+                                                           dst_path=str(dst), tracking_uri=tracking_uri)
+            else:
+                path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path,
+                                                           dst_path=str(dst), tracking_uri=tracking_uri)
     except Exception as exc:  # MlflowException, OSError, or a REST error from a server
         raise CompareError(f"cannot download {artifact_path} of run {run_id}: {exc}") from exc
     return Path(path)

@@ -5,41 +5,31 @@ Each value is printed with its interval beside it so a row reads on its own.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
+from prism import formatting
 from prism.compare.core import ComparisonResult
 from prism.compare.select import RunSummary
+from prism.stats import SIGNIFICANCE
 
 # How many rows of the differences table the terminal shows (the CSV has them all).
 TOP_DIFFERENCES = 8
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _num(value: Any, digits: int = 3, signed: bool = False) -> str:
-    if _missing(value):
-        return "-"
-    return f"{float(value):{'+' if signed else ''}.{digits}f}"
+    return formatting.number(value, digits, signed, dash="-")
 
 
 def _p(value: Any) -> str:
-    if _missing(value):
-        return "-"
-    number = float(value)
-    return f"{number:.2e}" if number < 1e-3 else f"{number:.3f}"
+    return formatting.p_value(value, sci_digits=2, dash="-")
 
 
 def _with_ci(value: Any, low: Any, high: Any, signed: bool = False) -> str:
     """``value [low, high]``; differences (which can be negative) are signed so the columns line up."""
-    if _missing(value):
-        return "-"
-    return f"{_num(value, signed=signed)} [{_num(low, signed=signed)}, {_num(high, signed=signed)}]"
+    return formatting.with_interval(value, low, high, digits=3, signed=signed, dash="-")
 
 
 def _snippet(text: Any, width: int = 40) -> str:
@@ -188,7 +178,8 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", f"Shifts against {result.baseline} (comparison/shifts.csv): between = mean difference of cross "
                       "pairs, within = the model's\nown difference between repetitions, excess = between - within "
                       f"with a 95% two-level bootstrap interval (B={result.n_boot});\none-sided permutation p, Holm "
-                      "over each model's steps per measure; SHIFT = excess > 0 and p_holm < 0.05:",
+                      "over each model's steps per measure; SHIFT = excess > 0 and p_holm < "
+                      f"{SIGNIFICANCE}:",
                   format_shifts(tables["shifts"])]
         if tables["shifts"]["measure"].nunique() > 1:
             parts += ["", format_agreement(tables["shifts"])]

@@ -31,9 +31,10 @@ def _options(question: Question, variant: Variant) -> str | None:
         return f"{len(variant.options)} options but {len(variant.canonical)} canonical labels"
     if sorted(variant.canonical) != sorted(question.labels):
         return f"the canonical labels {list(variant.canonical)} are not a permutation of {list(question.labels)}"
-    key = variant.canonical.index(question.answer)
-    correct = question.options[question.labels.index(question.answer)]
-    if variant.options[key] != correct:
+    # An item without a key has no correct option to follow; the position check below still covers it.
+    key = None if question.answer is None else variant.canonical.index(question.answer)
+    correct = None if question.answer is None else question.options[question.labels.index(question.answer)]
+    if key is not None and variant.options[key] != correct:
         return (f"the key {question.answer} maps to position {key + 1}, which shows {variant.options[key]!r} "
                 f"instead of the correct option {correct!r}")
     for position, (text, label) in enumerate(zip(variant.options, variant.canonical, strict=True)):

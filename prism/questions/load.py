@@ -118,9 +118,9 @@ def _eligible(spec: DatasetSpec, rows: Rows, seed: int) -> LoadedQuestions:
     return LoadedQuestions(tuple(questions), dropped, rows.version, rows.source, rows.source_id)
 
 
-def _correct(question: Question) -> str:
-    """The text of the correct option (same id here means same stem, group and option set)."""
-    return question.options[question.labels.index(question.answer)]
+def _correct(question: Question) -> str | None:
+    """The text of the correct option (same id here means same stem, group and option set); None without a key."""
+    return None if question.answer is None else question.options[question.labels.index(question.answer)]
 
 
 def _left_out(spec: DatasetSpec, item: Item) -> str | None:
@@ -143,10 +143,8 @@ def _question(spec: DatasetSpec, item: Item, where: str, seed: int) -> Question:
     if "seeded_option_order" in spec.rules and answer is not None:
         options, answer = seeded_option_order(options, answer, seed, qid)
     labels = tuple(LETTERS[: len(options)])
-    if answer is None:
-        raise DataError(f"dataset {spec.name!r}: dataset.answer_format=none (items without an answer key) is not "
-                        "supported by this version of PRISM; give the answer column and its format.")
-    return Question(qid, item.question, options, labels, labels[answer], spec.name, spec.split, item.group)
+    key = None if answer is None else labels[answer]
+    return Question(qid, item.question, options, labels, key, spec.name, spec.split, item.group)
 
 
 def _repeated_id(spec: DatasetSpec, qid: str, where: str, first: str) -> str:

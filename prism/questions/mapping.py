@@ -159,11 +159,14 @@ def answer_index(spec: DatasetSpec, item: Item, where: str) -> int | None:
     if spec.answer_format == "letter":
         text = (_text(value) or "").strip()
         labels = item.labels if item.labels is not None else tuple(LETTERS[:n])
-        if all(label.isdigit() for label in labels) or (item.labels is None and text.isdigit()):
-            raise _bad(where, f"{field} is {value!r}, but answer_format=letter and the question's options "
-                            f"are numbered {list(labels) if item.labels else 'by the answer'}. Select the rule "
-                            "'dataset.rules=[numeric_labels]' to read numbered labels by position, or set "
-                            "dataset.answer_format=index if the answers count options from 0.")
+        if all(label.isdigit() for label in labels):
+            raise _bad(where, f"{field} is {value!r}, but answer_format=letter and the question's options are "
+                              f"labelled with numbers {list(labels)}. Select the rule "
+                              "'dataset.rules=[numeric_labels]' to read numbered labels by position.")
+        if text.isdigit():
+            raise _bad(where, f"{field} is {value!r}, a number, but answer_format=letter reads the letters "
+                              f"{list(labels)}. Set dataset.answer_format=index if the numbers count the options "
+                              "from 0, or write the answers as letters.")
         if text in labels:
             return labels.index(text)
         raise _bad(where, f"{field} is {value!r}, which is not one of the option labels {list(labels)}. "

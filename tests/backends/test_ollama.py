@@ -268,7 +268,7 @@ def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_ret
     from prism.backends.remote import FIRST_CONTACT_BUDGET_S
 
     port = free_port()
-    b = OllamaBackend({"name": "llama3", "host": f"127.0.0.1:{port}"})  # the default 30 s budget
+    b = OllamaBackend(OllamaModelConfig(name="llama3", host=f"127.0.0.1:{port}"))  # the default 30 s budget
     with pytest.raises(BackendError) as caught:
         b.identity()
     b.close()
@@ -498,3 +498,14 @@ def test_live_ollama_tiny_experiment(workdir: Path, data_dir: Path) -> None:
     raw = raw_records(result.output_dir)
     assert len(raw) == 10 and all(len(r["model_digest"]) == 64 for r in raw)
     assert client(f"sqlite:///{workdir}/mlflow.db").get_run(result.run_id).info.status == "FINISHED"
+
+
+def test_num_ctx_is_part_of_the_completion_key_only_when_set(overrides, workdir) -> None:
+    with OllamaStub() as stub:
+        first = run(compose_config(overrides(stub)), output_dir=workdir / "first")
+        wider = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "wider")
+        again = run(compose_config(overrides(stub, "model.num_ctx=8192")), output_dir=workdir / "again")
+        default = run(compose_config(overrides(stub)), output_dir=workdir / "default")
+    assert (first.n_fresh, wider.n_fresh, again.n_fresh, default.n_fresh) == (25, 25, 0, 0)
+    assert len(stub.chats) == 50  # a num_ctx that can cut a prompt is asked for, never served the default's
+    assert {c["options"].get("num_ctx") for c in stub.chats[25:]} == {8192}

@@ -221,7 +221,7 @@ def test_no_server_at_the_first_request_fails_in_seconds_not_after_the_whole_ret
     from prism.backends.remote import FIRST_CONTACT_BUDGET_S
 
     port = free_port()
-    backend = OpenAIBackend({"name": ALIAS, "base_url": f"http://127.0.0.1:{port}/v1"})  # the default 30 s budget
+    backend = OpenAIBackend(OpenAIModelConfig(name=ALIAS, base_url=f"http://127.0.0.1:{port}/v1"))  # default budget
     with pytest.raises(BackendError) as caught:
         backend.identity()
     backend.close()

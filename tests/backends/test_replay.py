@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from prism.backends.base import BackendError, Request, create_backend
+from prism.config import ModelConfig, ReplayModelConfig
 from prism.types import GenerationParams, Prompt
 
 PARAMS = GenerationParams(temperature=0.0, max_tokens=8)
@@ -28,7 +29,7 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
         json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A"}),
         json.dumps({"question_id": "q2", "condition": "P0", "error": "timeout"}),
     ])
-    backend = create_backend({"backend": "replay", "path": str(path), "name": "scripted"})
+    backend = create_backend(ReplayModelConfig(path=str(path), name="scripted"))
     identity = backend.identity()
     assert (identity.name, identity.backend) == ("scripted", "replay")
     assert identity.digest == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -55,14 +56,14 @@ def test_replay_answers_identity_and_scripted_failures(tmp_path: Path) -> None:
 def test_malformed_replay_files_name_file_and_line(tmp_path: Path, lines: list[str], message: str) -> None:
     path = write(tmp_path / "r.jsonl", lines)
     with pytest.raises(BackendError, match=message):
-        create_backend({"backend": "replay", "path": str(path), "name": "x"})
+        create_backend(ReplayModelConfig(path=str(path), name="x"))
 
 
 def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="does not exist"):
-        create_backend({"backend": "replay", "path": str(tmp_path / "nope.jsonl"), "name": "x"})
+        create_backend(ReplayModelConfig(path=str(tmp_path / "nope.jsonl"), name="x"))
     with pytest.raises(BackendError, match="known backends: llamacpp, ollama, openai, replay"):
-        create_backend({"backend": "vllm-magic"})
+        create_backend(ModelConfig(name="x", backend="vllm-magic"))
 
 
 def test_replay_lines_may_say_why_generation_stopped(tmp_path: Path) -> None:

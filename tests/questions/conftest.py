@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,15 +18,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.delenv("PRISM_DATA_DIR", raising=False)
-
-
-@pytest.fixture(scope="session")
-def full_datasets() -> Path:
-    """The full local datasets (``PRISM_DATA_DIR``, else ``shared/data`` beside the checkout); skips without them."""
-    path = Path(os.environ.get("PRISM_DATA_DIR") or REPO_ROOT.parent / "shared" / "data")
-    if not (path / "mmlu" / "test.jsonl").is_file():
-        pytest.skip(f"needs the full datasets (mmlu/test.jsonl, ...): set PRISM_DATA_DIR or put them at {path}")
-    return path
 
 
 @pytest.fixture

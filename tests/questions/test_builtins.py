@@ -116,22 +116,22 @@ def test_sciq_seeded_order_keeps_the_correct_answer_and_ignores_source_order(tmp
     assert len({q.answer for q in first}) == 4
 
 
-def test_the_published_arc_and_sciq_sets_hold_on_the_full_data(full_datasets: Path, tmp_path: Path) -> None:
+def test_the_published_arc_and_sciq_sets_hold_on_the_full_data(full_data_dir: Path, tmp_path: Path) -> None:
     from prism.questions import freeze_question_set
 
     published = {"arc_challenge": "89dfafe1d03afadebb676c5ff785b928ffcca782f0c5a8b85611627124de2ce2",
                  "sciq": "06c5aa4052c83c509ec00f181fae942359ee4e9feb00e56d2196ff881dc4aa07"}
     for name, sha256 in published.items():
-        frozen = freeze_question_set(name, "test", 100, 0, full_datasets, tmp_path)
+        frozen = freeze_question_set(name, "test", 100, 0, full_data_dir, tmp_path)
         assert frozen.sha256 == sha256
         assert '"group"' not in frozen.path.read_text(encoding="utf-8")
 
 
-def test_full_mmlu_has_27_exact_duplicates_and_full_mmlu_pro_12030_rows(full_datasets: Path) -> None:
-    mmlu = load_questions("mmlu", "test", data_dir=full_datasets)
+def test_full_mmlu_has_27_exact_duplicates_and_full_mmlu_pro_12030_rows(full_data_dir: Path) -> None:
+    mmlu = load_questions("mmlu", "test", data_dir=full_data_dir)
     assert mmlu.dropped["duplicate"] == 27 and mmlu.dropped["reordered_duplicate"] == 1
     assert len(mmlu.questions) + sum(mmlu.dropped.values()) == 14042
-    pro = load_questions("mmlu_pro", "test", data_dir=full_datasets)
+    pro = load_questions("mmlu_pro", "test", data_dir=full_data_dir)
     assert len(pro.questions) + sum(pro.dropped.values()) == 12030
     assert sum(len(q.options) == 10 for q in pro.questions) > 9000
 

@@ -32,8 +32,9 @@ def _load(cfg: dict) -> list:
         # Fewer than two options.
         (["Q?", "w", "", "", "", "A"], {}, r"data row 2: 1 option\(s\) in \['a'\]; a question needs at least 2"),
         # A letter answer on a numbered question: answers that count options.
-        (["Q?", "w", "x", "y", "z", "2"], {}, r"data row 2: field 'key' .* '2', but answer_format=letter and the "
-                                               r"question's options are numbered .*dataset.rules=\[numeric_labels\]"),
+        (["Q?", "w", "x", "y", "z", "2"], {}, r"data row 2: field 'key' .* '2', a number, but answer_format=letter "
+                                               r"reads the letters \['A', 'B', 'C', 'D'\]\. Set "
+                                               r"dataset.answer_format=index"),
         # A missing question text.
         (["", "w", "x", "y", "z", "A"], {},
          r"data row 2: field 'stem' is empty or not text \(dataset.fields.question\)"),
@@ -63,8 +64,8 @@ def test_a_letter_answer_on_a_numbered_question_names_the_rule(tmp_path: Path) -
     path = write_jsonl(tmp_path / "arc.jsonl", rows)
     cfg = {"name": "numbered", "path": str(path), "answer_format": "letter",
            "fields": {"id": "id", "question": "question", "options": "choices", "answer": "answerKey"}}
-    with pytest.raises(DataError, match=rf"{path}:1: field 'answerKey' .*numbered \['1', '2', '3', '4'\]. Select the "
-                                        r"rule 'dataset.rules=\[numeric_labels\]'"):
+    with pytest.raises(DataError, match=rf"{path}:1: field 'answerKey' .*labelled with numbers \['1', '2', '3', "
+                                        r"'4'\]\. Select the rule 'dataset.rules=\[numeric_labels\]'"):
         _load(cfg)
     (question,) = _load({**cfg, "rules": ["numeric_labels"]})
     assert question.labels == ("A", "B", "C", "D") and question.answer == "B"
@@ -130,7 +131,7 @@ def test_a_text_answer_matches_one_option_exactly_or_loosely(tmp_path: Path, cus
     assert question.answer == "B"
 
 
-def test_answer_format_none_is_refused_until_items_without_a_key_are_supported(tmp_path: Path, custom) -> None:
+def test_answer_format_none_loads_items_without_a_key(tmp_path: Path, custom) -> None:
     path = write_csv(tmp_path / "items.csv", HEADER, [GOOD])
-    with pytest.raises(DataError, match=r"answer_format=none .* is not supported"):
-        _load(custom(path, answer_format="none"))
+    (question,) = _load(custom(path, answer_format="none"))
+    assert question.answer is None and len(question.options) == 4

@@ -94,3 +94,39 @@ def test_a_missing_file_lists_what_is_there(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"expected the file .*nope.csv, which does not exist "
                                         r"\(found: \['other.jsonl'\]"):
         load_questions(_spec(tmp_path / "nope.csv"))
+
+
+def test_a_builtin_loads_from_the_hub_at_a_pinned_revision(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from prism.questions import builtin_spec, sources
+
+    calls: list[tuple[object, ...]] = []
+    rows = [{"question": "Q?", "subject": "anatomy", "choices": ["a", "b", "c", "d"], "answer": 2}]
+
+    class FakeDataset:
+        _fingerprint = "f00d"
+        column_names = ("question", "subject", "choices", "answer")
+
+        def to_list(self) -> list[dict]:
+            return rows
+
+    def load_dataset(*args: object, **kwargs: object) -> FakeDataset:
+        calls.append((args, kwargs))
+        return FakeDataset()
+
+    class FakeApi:
+        def dataset_info(self, repo: str) -> object:
+            return types.SimpleNamespace(sha="rev1")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE")
+    monkeypatch.setattr(sources, "_hub_reachable", lambda timeout=2.0: True)
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(HfApi=FakeApi))
+    loaded = load_questions(builtin_spec("mmlu", split="validation"))
+    assert calls == [(("cais/mmlu", "all"), {"split": "validation", "revision": "rev1"})]
+    assert loaded.dataset_version == "cais/mmlu@rev1" and loaded.source_id == "hub:cais/mmlu:all"
+    (question,) = loaded.questions
+    assert question.answer == "C" and question.group == "anatomy" and question.split == "validation"

@@ -1,0 +1,116 @@
+"""Items without an answer key (survey items) end to end, on synthetic items in the Political Compass schema.
+
+The real survey files have unknown or restrictive licences, so these items are made up here, in the same
+schema (``id``, ``statement``, ``options``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import compose_config, run_overrides
+
+from prism.metrics import NO_KEY
+from prism.pipeline import run
+from prism.questions import DatasetSpec, load_questions
+from prism.summary import format_summary
+
+SCALE = ["Strongly disagree", "Disagree", "Agree", "Strongly agree"]
+STATEMENTS = ["Synthetic statement one.", "Synthetic statement two.", "Synthetic statement three."]
+CONDITIONS = ["P0", "P1", "P2", "P3", "P4"]
+
+
+def write_items(directory: Path) -> Path:
+    path = directory / "survey.jsonl"
+    rows = [{"id": str(i), "statement": text, "options": SCALE} for i, text in enumerate(STATEMENTS)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def survey_overrides(path: Path) -> list[str]:
+    return ["dataset=custom", f"dataset.path={path}", "dataset.fields.id=id", "dataset.fields.question=statement",
+            "dataset.fields.options=options", "dataset.fields.answer=null", "dataset.answer_format=none",
+            "dataset.type=subjective", "dataset.n=3"]
+
+
+def test_items_without_a_key_load_with_a_null_answer(tmp_path: Path) -> None:
+    spec = DatasetSpec.from_config({"name": "custom", "path": str(write_items(tmp_path)), "answer_format": "none",
+                                    "type": "subjective",
+                                    "fields": {"id": "id", "question": "statement", "options": "options"}})
+    loaded = load_questions(spec)
+    assert [q.answer for q in loaded.questions] == [None, None, None]
+    assert loaded.questions[0].options == tuple(SCALE)
+    assert loaded.questions[0].to_dict()["answer"] is None
+
+
+def test_survey_run_logs_no_accuracy_and_computes_consistency(tmp_path: Path, data_dir: Path) -> None:
+    import mlflow
+
+    items = write_items(tmp_path)
+    # Statement 0: "Agree" everywhere, once by its text; 1: split 3-2; 2: one UNKNOWN.
+    answers = {"0": ["C", "C", "Agree", "C", "C"], "1": ["A", "A", "A", "B", "B"], "2": ["D", "D", "D", "D", "hmm"]}
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"question_id": qid, "condition": c, "response": r}) + "\n"
+                              for qid, responses in answers.items() for c, r in zip(CONDITIONS, responses,
+                                                                                    strict=True)),
+                      encoding="utf-8")
+    overrides = [*run_overrides(tmp_path, data_dir), *survey_overrides(items), "model=replay",
+                 f"model.path={replay}", "model.name=scripted"]
+    result = run(compose_config(overrides), output_dir=tmp_path / "out")
+
+    frozen = [json.loads(line) for line in (tmp_path / "out" / "questions" / "frozen.jsonl").read_text().splitlines()]
+    assert {row["answer"] for row in frozen} == {None}
+    scored = [json.loads(line) for line in (tmp_path / "out" / "results" / "scored.jsonl").read_text().splitlines()]
+    assert {(row["correct_answer"], row["correct"]) for row in scored} == {(None, None)}
+    assert {row["answer"] for row in scored if row["question_id"] == "0"} == {"C"}  # "Agree" read by its text
+    prompts = [json.loads(line)["prompt"] for line in
+               (tmp_path / "out" / "responses" / "responses.jsonl").read_text().splitlines()]
+    assert all(p.endswith("Return only the letter of the option you choose.") for p in prompts)
+    assert not any("correct" in p for p in prompts)
+
+    logged = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").get_run(result.run_id).data.metrics
+    for absent in ("accuracy", "conditional_accuracy", "accuracy/P0", "conditional_accuracy/P1",
+                   "question_majority_accuracy", "prompt_invariant_incorrect_rate"):
+        assert absent not in logged, absent
+    assert logged["answer_recovery_rate"] == pytest.approx(14 / 15)
+    assert logged["mean_agreement"] == pytest.approx((1 + 3 / 5 + 1) / 3)
+    assert logged["answer_unanimous_rate"] == pytest.approx(1 / 3)
+    # Consistency with P0: statement 0 4/4, statement 1 2/4, statement 2 3/4.
+    assert logged["consistency/instruction"] == pytest.approx((1 + 2 / 4 + 3 / 4) / 3)
+
+    summary = format_summary(result.metrics, CONDITIONS)
+    assert f"question majority accuracy:        {NO_KEY}" in summary
+    assert f"prompt-invariant incorrect:        {NO_KEY}" in summary
+
+
+SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" / "conditions").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
+    from prism.conditions import condition_set_from_config, render
+    from prism.types import Question
+
+    objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)
+    cs = condition_set_from_config(compose_config([f"conditions={name}"]).conditions, subjective=True)
+    assert cs.names == objective.names and cs.template_version == f"{objective.template_version}+subjective.1"
+    question = Question("0", "Synthetic statement.", tuple(SCALE), tuple("ABCD"), None, "survey", "test")
+    closings = set()
+    for condition in cs.conditions:
+        text = render(question, condition, cs).text
+        assert "correct" not in text.lower(), (condition.name, text)
+        closings.add(text.rstrip().splitlines()[-1].split(": ")[-1])  # fields_upper prefixes "ANSWER FORMAT: "
+    # One closing line, its label kind adapted by the labels family.
+    kinds = {line.removeprefix("Return only the ").removesuffix(" of the option you choose.") for line in closings}
+    assert kinds <= {"letter", "number", "Roman numeral", "symbol"}, closings
+
+
+def test_a_set_without_subjective_wording_is_refused_for_survey_items() -> None:
+    from prism.conditions import ConditionError, condition_set_from_config
+
+    cfg = {"name": "bare", "template_version": "1", "closing": "Return only the letter of the correct option.",
+           "conditions": [{"name": "P0", "template": "{question}\n{options}\n{closing}"}]}
+    with pytest.raises(ConditionError, match="has no subjective wording"):
+        condition_set_from_config(cfg, subjective=True)
