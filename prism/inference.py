@@ -25,7 +25,9 @@ from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 log = logging.getLogger(__name__)
 
 # What the store keeps of a completion: everything that came from the model, nothing about the run.
-COMPLETION_FIELDS = ("response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp")
+COMPLETION_FIELDS = (
+    "response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp", "finish_reason"
+)
 
 
 def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +117,7 @@ def raw_record(
         latency_s=completion.get("latency_s"),
         prompt_tokens=completion.get("prompt_tokens"),
         completion_tokens=completion.get("completion_tokens"),
+        finish_reason=completion.get("finish_reason"),
         timestamp=completion.get("timestamp") or utc_now(),
         template_version=prompt.template_version,
         protocol_version=PROTOCOL_VERSION,
@@ -133,6 +136,7 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
         "completion_tokens": completion.completion_tokens,
         "backend_options": dict(completion.backend_options),
         "timestamp": utc_now(),
+        "finish_reason": completion.finish_reason,
     }
     if completion.label_reading is not None and completion.error is None:
         fields.update(completion.label_reading.record_fields())

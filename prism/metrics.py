@@ -308,6 +308,20 @@ def summary_metrics(
     return metrics
 
 
+def parse_method_shares(scored: pd.DataFrame, methods: Sequence[str]) -> dict[str, float]:
+    """The share of observed responses each parser rule decided, so a user sees why recovery is low.
+
+    Args:
+        scored: Scored records; only observed ones (``error`` null) are counted.
+        methods: Every method the parser can return (``prism.parsing.METHODS``): each gets a key, 0.0 when
+            no response took it, so runs compare key by key.
+
+    Returns:
+        ``{"parse_method/<method>": share}``, NaN for every method when no response was observed.
+    """
+    observed = scored.loc[scored["error"].isna(), "method"] if len(scored) else pd.Series(dtype=str)
+    counts = observed.value_counts()
+    return {f"parse_method/{method}": _fraction(float(counts.get(method, 0)), len(observed)) for method in methods}
 def needs_key(metric: str) -> bool:
     """Whether a summary metric (``accuracy``, ``accuracy/P0``...) is only defined for items with a key."""
     return metric.split("/")[0] in (*KEYED_RATES, *KEYED_QUESTION_METRICS)

@@ -92,6 +92,8 @@ class RawRecord:
     """Whether the completion came from the store rather than the model in this run."""
     error: str | None
     """Why the request failed, or None for an observed response."""
+    finish_reason: str | None = optional()
+    """Why generation stopped as the backend said it (``stop``, ``length``, ...); None when it did not say."""
     label_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: displayed label -> first-token probability, renormalized over the labels."""
     label_mass: float | None = field(default=None, metadata={_OPTIONAL: True})

@@ -18,8 +18,8 @@ from prism.conditions import ConditionSet, render
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.formatting import percent
 from prism.likelihood import likelihood_fields
-from prism.metrics import NO_KEY, condition_table, question_table, summary_metrics
-from prism.parsing import PARSER_VERSION, parse_response
+from prism.metrics import NO_KEY, condition_table, parse_method_shares, question_table, summary_metrics
+from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
 from prism.scoring import score_record
@@ -55,7 +55,8 @@ def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: Co
                              "than when it was asked; the labels cannot be mapped back safely")
         parsed = None
         if raw.error is None and raw.response is not None:
-            parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options)
+            parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options,
+                                    finish_reason=raw.finish_reason)
         record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
         likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
                                        questions[key[0]].answer)
@@ -83,6 +84,7 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
     question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
     condition_table(frame, names).to_csv(results / "condition_metrics.csv", index=False)
     metrics = summary_metrics(frame, names, ids, repetitions)
+    metrics.update(parse_method_shares(frame, METHODS))
     # Consistency with the baseline, per perturbation family.
     families, baseline = condition_set.families, condition_set.baseline
     question_consistency(frame, families, baseline, ids).to_csv(results / "consistency_questions.csv", index=False)
@@ -165,6 +167,10 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
         f"prompt-invariant incorrect:        {_pct(metrics.get('prompt_invariant_incorrect_rate'))}",
     ]
+    methods = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
+                      if name.startswith("parse_method/") and value > 0), key=lambda item: -item[1])
+    if methods:
+        lines += ["", "how the parser read the responses: " + ", ".join(f"{m} {_pct(v).strip()}" for m, v in methods)]
     if "likelihood_accuracy" in metrics:  # generation.label_probs=true: the second reading, per condition
         lines += ["", "label probabilities (the first token's likeliest option beside the parsed answer):",
                   f"{'condition':<{width}} {'parsed':>9} {'likelihood':>11} {'agree':>7} {'mass':>7}"]

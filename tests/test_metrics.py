@@ -13,6 +13,7 @@ from prism.metrics import (
     QUESTION_METRIC_NAMES,
     RATE_NAMES,
     condition_table,
+    parse_method_shares,
     question_summary,
     question_table,
     summary_metrics,
@@ -293,6 +294,16 @@ def test_summary_has_exactly_the_logged_keys() -> None:
     expected = {*RATE_NAMES, *(f"{n}/{c}" for n in RATE_NAMES for c in CONDITIONS), *QUESTION_METRIC_NAMES}
     assert set(metrics) == expected
     assert all(isinstance(value, float) for value in metrics.values())
+
+
+def test_parse_method_shares_count_observed_responses_and_name_every_method() -> None:
+    scored = frame(records("q1", ["B", None, FAIL, "B", "C"], key="B"))
+    scored["method"] = ["exact", "none", "failed", "statement", "exact"]
+    shares = parse_method_shares(scored, ("exact", "statement", "none", "truncated"))
+    assert shares == {"parse_method/exact": 2 / 4, "parse_method/statement": 1 / 4, "parse_method/none": 1 / 4,
+                      "parse_method/truncated": 0.0}
+    empty = parse_method_shares(scored.iloc[0:0], ("exact",))
+    assert math.isnan(empty["parse_method/exact"])
 
 
 # --- several repetitions ---------------------------------------------------------------------------

@@ -27,6 +27,8 @@ def scenario(data_dir: Path, workdir: Path) -> tuple[list[dict], list[str]]:
     def add(q, responses):
         for condition, response in zip(CONDITIONS, responses, strict=True):
             line = {"question_id": q.question_id, "condition": condition}
+            if isinstance(response, tuple):  # (text, why generation stopped)
+                response, line["finish_reason"] = response
             line.update({"error": "connection reset"} if response is None else {"response": response})
             lines.append(line)
 
@@ -36,8 +38,9 @@ def scenario(data_dir: Path, workdir: Path) -> tuple[list[dict], list[str]]:
     add(q2, [f"**{wrong(q2.answer)}**"] * 5)
     # q3: four statements of the key and one leading wrong label: agreement 4/5, majority correct.
     add(q3, [f"The answer is {q3.answer}"] * 4 + [f"{wrong(q3.answer)}. something\n"])
-    # q4: two UNKNOWN, the key, a wrong one, and a failed request: agreement 1/2, tie, incomplete.
-    add(q4, ["I am not sure.", "", q4.answer, f"({wrong(q4.answer)})", None])
+    # q4: two UNKNOWN (one cut at the output limit), the key, a wrong one, and a failed request: agreement
+    # 1/2, tie, incomplete.
+    add(q4, [("I am not sure that", "length"), "", q4.answer, f"({wrong(q4.answer)})", None])
     return lines, [q.question_id for q in frozen.questions]
 
 
@@ -63,6 +66,14 @@ EXPECTED = {
     "consistency/instruction": (1 + 1 + 3 / 4 + 1 / 3) / 4,
     "consistency/instruction/P1": 4 / 4,
     "consistency/instruction/P4": 2 / 3,
+    # Which parser rule read each of the 19 observed responses.
+    "parse_method/exact": 6 / 19,  # q1's five and q4's bare letter
+    "parse_method/bare": 6 / 19,  # q2's five "**X**" and q4's "(X)"
+    "parse_method/statement": 4 / 19,
+    "parse_method/leading": 1 / 19,
+    "parse_method/truncated": 1 / 19,  # "I am not sure that", cut at the output limit
+    "parse_method/empty": 1 / 19,
+    "parse_method/none": 0.0,
 }
 EXPECTED["accuracy/P0"] = 2 / 4
 
@@ -87,6 +98,9 @@ def test_replay_scenario_metrics_in_mlflow_equal_the_hand_computed_values(replay
     for name, value in EXPECTED.items():
         assert logged[name] == pytest.approx(value), name
     assert client.get_run(result.run_id).info.status == "FINISHED"
+    # Why generation stopped is kept in the raw record, left out where the backend did not say.
+    raw = [json.loads(line) for line in (workdir / "out" / "responses" / "responses.jsonl").read_text().splitlines()]
+    assert sorted(str(r.get("finish_reason")) for r in raw) == ["None"] * 19 + ["length"]
 
 
 def test_run_logs_design_params_tags_and_artifacts(replay_run, workdir: Path) -> None:

@@ -282,3 +282,12 @@ def test_borderline_and_cautions_are_said() -> None:
     assert len(reading.borderline) == 1 and "[0.45, 0.80]" in reading.borderline[0]
     assert any("50% of responses" in c for c in reading.cautions)
     assert any("The prompt-invariant incorrect rate is undefined" in c for c in reading.cautions)
+
+
+def test_low_recovery_names_the_rules_that_left_responses_unknown() -> None:
+    from prism.compare.report import unknown_methods
+
+    metrics = {"parse_method/none": 0.12, "parse_method/enumeration": 0.3, "parse_method/statement": 0.5,
+               "parse_method/truncated": 0.0, "answer_recovery_rate": 0.58}
+    assert unknown_methods(metrics) == "; UNKNOWN as enumeration 30%, none 12%"
+    assert unknown_methods({"answer_recovery_rate": 0.5}) == ""  # a run logged before these metrics

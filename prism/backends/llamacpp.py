@@ -124,8 +124,10 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
                label_reading: LabelReading | None = None) -> Completion:
     """Turn llama.cpp's OpenAI-shaped reply into a Completion."""
     usage = reply.get("usage") or {}
-    text = reply["choices"][0]["message"].get("content") or ""
+    choice = reply["choices"][0]
+    text = choice["message"].get("content") or ""
     options = {k: v for k, v in sent.items() if k not in ("messages", "logits_processor")}
+    reason = choice.get("finish_reason")
     return Completion(
         text=text,
         latency_s=latency_s,
@@ -133,6 +135,7 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         completion_tokens=usage.get("completion_tokens"),
         backend_options=options,
         label_reading=label_reading,
+        finish_reason=reason if isinstance(reason, str) else None,
     )
 
 

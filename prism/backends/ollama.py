@@ -234,7 +234,13 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         completion_tokens=_count(reply.get("eval_count")),
         backend_options=options,
         label_reading=reading,
+        finish_reason=_reason(reply.get("done_reason")),
     )
+
+
+def _reason(value: Any) -> str | None:
+    """Why generation stopped (Ollama's ``done_reason``: "stop", "length", ...), or None if not said."""
+    return value if isinstance(value, str) and value else None
 
 
 def _excerpt(value: Any, limit: int = 200) -> str:

@@ -219,7 +219,13 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         completion_tokens=_count(usage.get("completion_tokens")),
         backend_options=options,
         label_reading=reading,
+        finish_reason=_reason(first.get("finish_reason") if isinstance(first, Mapping) else None),
     )
+
+
+def _reason(value: Any) -> str | None:
+    """Why generation stopped (the choice's ``finish_reason``: "stop", "length", ...), or None if not said."""
+    return value if isinstance(value, str) and value else None
 
 
 def listing_entry(models: Iterable[Mapping[str, Any]], model_id: str) -> dict[str, Any] | None:

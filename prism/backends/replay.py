@@ -1,12 +1,13 @@
 """Replay backend: answers from a JSONL file instead of a model.
 
-Each line is ``{"question_id", "condition", "repetition"?, "response"}`` (repetition defaults to 0;
-``"error"`` instead of ``"response"`` scripts a failed request). For ``generation.label_probs=true`` a line
-may also carry ``label_probs`` (displayed label -> probability, renormalized here over the prompt's labels),
-``label_mass`` and ``top_logprobs`` (``[{"token", "logprob"}]``); such records say
-``label_probs_source: replay``, and a line without ``label_probs`` gives a cell without them. It exists for
-exact scenario tests, for importing responses produced elsewhere, and for benchmarks of everything around inference. Its
-digest is the file's sha256, so two scripted models never share stored answers.
+Each line is ``{"question_id", "condition", "repetition"?, "response", "finish_reason"?}`` (repetition
+defaults to 0, finish_reason to null; ``"error"`` instead of ``"response"`` scripts a failed request). For
+``generation.label_probs=true`` a line may also carry ``label_probs`` (displayed label -> probability,
+renormalized here over the prompt's labels), ``label_mass`` and ``top_logprobs`` (``[{"token", "logprob"}]``);
+such records say ``label_probs_source: replay``, and a line without ``label_probs`` gives a cell without them.
+It exists for exact scenario tests, for importing responses produced elsewhere, and for benchmarks of
+everything around inference. Its digest is the file's sha256, so two scripted models never share stored
+answers.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def read_replay_file(path: Path) -> dict[CellKey, dict[str, Any]]:
             response = record.get("response")
             if response is not None and not isinstance(response, str):
                 raise BackendError(f"{where}: response must be a string or null, not {type(response).__name__}.")
+            reason = record.get("finish_reason")
+            if reason is not None and not isinstance(reason, str):
+                raise BackendError(f"{where}: finish_reason must be a string such as \"stop\" or \"length\", or "
+                                   f"null, not {type(reason).__name__}.")
             repetition = record.get("repetition", 0)
             if not isinstance(repetition, int) or isinstance(repetition, bool) or repetition < 0:
                 raise BackendError(f"{where}: repetition must be a whole number >= 0, not {repetition!r}.")
@@ -158,7 +163,8 @@ class ReplayBackend:
         if request.params.label_probs:
             where = f"replay file {str(self._path)!r}, cell {key}"
             reading = replay_reading(record, request.prompt.displayed_labels, where)
-        return Completion(text=str(record["response"]), latency_s=latency, label_reading=reading)
+        return Completion(text=str(record["response"]), latency_s=latency, label_reading=reading,
+                          finish_reason=record.get("finish_reason"))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -28,11 +28,23 @@ from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patte
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import number, p_value
+from prism.parsing import UNKNOWN_METHODS
 from prism.stats import SIGNIFICANCE
 
 REPORT_HTML = "report.html"
 # A summary point is made of parts: ("text", s), ("strong", s) or ("ci", value, low, high, signed).
 Part = tuple[Any, ...]
+
+
+def unknown_methods(metrics: Mapping[str, float]) -> str:
+    """Why responses were UNKNOWN, from the run's ``parse_method/<method>`` shares ("" if not logged).
+
+    The rules that recover nothing, largest first: "; UNKNOWN as none 12%, enumeration 5%".
+    """
+    shares = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
+                     if name.startswith("parse_method/") and name.split("/", 1)[1] in UNKNOWN_METHODS and value > 0),
+                    key=lambda item: -item[1])
+    return "; UNKNOWN as " + ", ".join(f"{name} {value:.0%}" for name, value in shares) if shares else ""
 
 
 def run_description(runs: Sequence[RunSummary]) -> str:
@@ -105,7 +117,7 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
                                           f"{conditions}; {context.baseline} is the baseline. Numbers are proportions "
                                           "with 95% intervals in brackets.")]]
     sensitivity = tables["sensitivity"]
-    for model, reading in zip(numbers, readings, strict=True):
+    for item, model, reading in zip(context.evidence, numbers, readings, strict=True):
         rows = sensitivity[sensitivity["model"] == model.label]
         others = rows[rows["condition"] != rows["baseline"]]
         base = rows[rows["condition"] == rows["baseline"]]
@@ -119,7 +131,8 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
                   if not math.isnan(agree.value) else [("text", "; no answer was recovered to compare across "
                                                                 "conditions.")])
         if not math.isnan(model.recovery) and model.recovery < THRESHOLDS.recovery:
-            parts.append(("text", f" Only {model.recovery:.0%} of its responses had a recoverable answer."))
+            parts.append(("text", f" Only {model.recovery:.0%} of its responses had a recoverable answer"
+                                  f"{unknown_methods(item.metrics)}."))
         if not base.empty:
             parts.append(("text", f" Accuracy under {context.baseline}: {number(base['accuracy'].iloc[0])}."))
         if not others.empty and float(others["flip_rate"].fillna(0).max()) == 0.0:

@@ -39,6 +39,13 @@ def test_reply_is_read_into_a_completion_with_what_was_sent() -> None:
     assert completion.backend_options == {"temperature": 0.0, "max_tokens": 16, "seed": 3}
     empty = read_reply({"choices": [{"message": {"content": None}}]}, 0.1, {})
     assert empty.text == "" and empty.error is None  # an empty completion is observed
+    assert completion.finish_reason is None and empty.finish_reason is None  # llama.cpp did not say
+
+
+def test_reply_records_why_generation_stopped() -> None:
+    for reason in ("stop", "length"):
+        reply = {"choices": [{"message": {"content": "B"}, "finish_reason": reason}]}
+        assert read_reply(reply, 0.1, {}).finish_reason == reason
 
 
 def test_packaged_smollm2_weights_are_found_and_hashed_once(tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ def test_reply_is_read_with_token_counts_and_what_was_sent() -> None:
     completion = read_reply(reply, 0.25, sent)
     assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == ("B", 26, 2)
     assert completion.error is None and completion.latency_s == 0.25
+    assert completion.finish_reason is None  # this reply has no done_reason
+    assert read_reply(dict(reply, done_reason="length"), 0.25, sent).finish_reason == "length"
     assert completion.backend_options == {"model": "llama3:latest", "stream": False,
                                           "options": {"temperature": 0.0, "num_predict": 16, "seed": 3}}
     assert "messages" not in completion.backend_options and "messages" in sent  # the caller's dict is intact

@@ -108,6 +108,11 @@ def test_reply_is_read_with_counts_what_was_sent_and_what_answered() -> None:
     completion = read_reply(reply, 0.5, sent, {"top_k": 5})
     assert (completion.text, completion.prompt_tokens, completion.completion_tokens) == ("B", 30, 1)
     assert completion.error is None and completion.latency_s == 0.5
+    assert completion.finish_reason == "stop"
+    cut = dict(reply, choices=[dict(reply["choices"][0], finish_reason="length")])
+    assert read_reply(cut, 0.5, sent, {}).finish_reason == "length"
+    silent = dict(reply, choices=[{"index": 0, "message": {"content": "B"}}])
+    assert read_reply(silent, 0.5, sent, {}).finish_reason is None
     assert completion.backend_options == {"model": "smollm2", "stream": False, "temperature": 0.0, "max_tokens": 16,
                                           "seed": 3, "not_sent": {"top_k": 5},
                                           "served": {"model": "smollm2", "system_fingerprint": "fp_1"}}

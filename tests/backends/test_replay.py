@@ -64,3 +64,22 @@ def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path
         create_backend(ReplayModelConfig(path=str(tmp_path / "nope.jsonl"), name="x"))
     with pytest.raises(BackendError, match="known backends: llamacpp, ollama, openai, replay"):
         create_backend(ModelConfig(name="x", backend="vllm-magic"))
+
+
+def test_replay_lines_may_say_why_generation_stopped(tmp_path: Path) -> None:
+    from prism.config import ReplayModelConfig
+
+    path = write(tmp_path / "r.jsonl", [
+        json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),
+        json.dumps({"question_id": "q1", "condition": "P0", "repetition": 1, "response": "A",
+                    "finish_reason": "length"}),
+    ])
+    backend = create_backend(ReplayModelConfig(name="scripted", path=str(path)))
+    # Optional per line: null where the file does not say.
+    assert [backend.generate(request("q1", "P0", r)).finish_reason for r in (0, 1)] == [None, "length"]
+    from prism.backends.replay import read_replay_file
+
+    line = '{"question_id": "q", "condition": "P0", "response": "A", "finish_reason": 1}'
+    bad = write(tmp_path / "bad.jsonl", [line])
+    with pytest.raises(BackendError, match=r"bad.jsonl:1: finish_reason must be a string"):
+        read_replay_file(bad)

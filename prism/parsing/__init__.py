@@ -1,0 +1,158 @@
+r"""Read the chosen option out of a model's free-text response, without ever seeing the answer key.
+
+First the *answer part* is cut out (:mod:`prism.parsing.text`): full-width forms read as ASCII (NFKC);
+leaked chat-template tokens (``<|im_end|>``, ``<end_of_turn>``, ``<unused95>``) are not text and what
+follows them is not the answer; only what follows a ``<think> ... </think>`` block is read; a JSON
+``"answer"`` field, when there is one, is the answer (the rest is reasoning); a next question the
+model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first that decides wins:
+
+1. ``exact``: the answer part is one label (any case). Only this is compliant.
+2. ``bare``: one label wrapped in markdown or punctuation: ``(B)``, ``**B**``, ``B.``, ``[B]``.
+3. Signals (:mod:`prism.parsing.signals`): the *leading* label (``B. mitochondria``, ``B\n\nBecause``,
+   ``Option B``, ``D, backpack``; not when it starts a run of parts, ``a) ... b) ...``) and every
+   answer *statement* ("the answer is B", "Final answer: C", ``\boxed{B}``, "### Answer\nB",
+   "答案是B", "La bonne réponse est B", "option B is correct", "the closest is (G)", a last sentence
+   ending "... is (E).", a cue followed by exactly one option's text).
+   - ``enumeration``: two or more lines start with different labels, so the model listed the options;
+     UNKNOWN unless the statements outside the list decide.
+   - ``leading`` / ``statement``: every signal names the same one label. Signals that name another
+     label *and* go on with text that is no displayed option's ("The answer is A. Notify the parents",
+     a model summarising its few-shot examples) do not count against the others.
+   - ``conclusion``: the statements disagree, and the *last* answer statement is the conclusion: it
+     names one label, stands in a sentence of its own, is marked final ("Final answer", ``\boxed{}``,
+     "Actually", "Revised answer" earlier on its line) and the response did not open with another label.
+     The statements before it are reasoning; text after it that is no answer statement (an
+     explanation, a list or summary of the options) does not change it; a later answer statement would
+     itself be the last one. Two plain answers that differ ("The answer is (I).\n\nAnswer: The answer
+     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C").
+   - ``ambiguous``: several labels and no conclusion, or a label followed by another option's text.
+4. ``option_text``: the whole answer part, trimmed of punctuation, is exactly one option's text.
+5. ``refusal``: the reply declines ("I cannot determine", "none of the options is correct"), unless it
+   contains one of the displayed options' own text: an option's text always wins over this rule.
+6. ``truncated``: the reply is an unfinished ``<think>`` block, or generation stopped at the output
+   limit (``finish_reason`` ``"length"``) before any reading: the rule would have been ``none``,
+   ``enumeration``, ``ambiguous`` or ``conclusion`` (the last statement of a cut-off reply need not be
+   its last word).
+7. ``none``: nothing recognised. An empty or blank answer part is ``empty``.
+
+Labels are whatever was displayed (:mod:`prism.parsing.labels`): a label outside ``labels`` (``E`` for a
+four-option question) is never recovered. The parser is total (it returns a ``Parsed`` for any string)
+and linear in the length of the response.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from prism.parsing.cues import REFUSAL
+from prism.parsing.labels import patterns_for, resolve
+from prism.parsing.signals import Options, decide, norm
+from prism.parsing.text import answer_part, normalize
+from prism.types import Parsed
+
+# Bump on ANY change that could alter what a response parses to: it is logged with every run.
+PARSER_VERSION = "2"
+
+METHODS = (
+    "exact",
+    "bare",
+    "leading",
+    "statement",
+    "conclusion",
+    "enumeration",
+    "ambiguous",
+    "option_text",
+    "refusal",
+    "truncated",
+    "none",
+    "empty",
+)
+
+# The methods that recover no label (the response is UNKNOWN).
+UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "refusal", "truncated", "none", "empty"})
+
+# Values of ``finish_reason`` that mean the output limit cut the reply (OpenAI, llama.cpp and Ollama
+# say "length"; Anthropic-style APIs "max_tokens").
+LIMIT_REACHED = frozenset({"length", "max_tokens"})
+# Readings a reply cut at the output limit cannot support: it stopped before saying what it chose.
+_CUT_SHORT = frozenset({"none", "enumeration", "ambiguous", "conclusion"})
+
+
+def _answer(label: str, method: str, *, compliant: bool = False) -> Parsed:
+    return Parsed(displayed=label, recovered=True, compliant=compliant, method=method)
+
+
+def _unknown(method: str) -> Parsed:
+    return Parsed(displayed=None, recovered=False, compliant=False, method=method)
+
+
+def _options(labels: Sequence[str], options: Sequence[str] | None) -> Options:
+    echo: dict[str, set[str]] = {}
+    own: dict[str, str] = {}
+    for shown, option in zip(labels, options or (), strict=False):
+        text = norm(normalize(option))
+        if shown.strip() and text:
+            echo.setdefault(text, set()).add(shown)
+            own[shown] = text
+    return Options(echo, own, window=max((len(text) for text in echo), default=0) + 16)
+
+
+def _contains(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` as whole words."""
+    return re.search(r"(?<!\w)" + re.escape(phrase) + r"(?!\w)", text) is not None
+
+
+def _read(text: str, labels: Sequence[str], options: Options) -> Parsed:
+    """Rules 1-5 on the answer part."""
+    if not text:
+        return _unknown("empty")
+    patterns = patterns_for(tuple(labels))
+    if patterns is not None:
+        label = resolve(text, patterns)
+        if label is not None:
+            return _answer(label, "exact", compliant=True)
+        bare = patterns.bare.fullmatch(text)
+        if bare is not None and (label := resolve(bare.group("label"), patterns)) is not None:
+            return _answer(label, "bare")
+        decided = decide(text, patterns, options)
+        if decided is not None:
+            return _unknown(decided.method) if decided.label is None else _answer(decided.label, decided.method)
+    whole = norm(text)
+    hits = options.echo.get(whole, set())
+    if len(hits) == 1:
+        return _answer(next(iter(hits)), "option_text")
+    if hits:  # two options with the same text: no way to tell which was meant
+        return _unknown("ambiguous")
+    if REFUSAL.search(text) and not any(_contains(whole, option) for option in options.echo):
+        return _unknown("refusal")
+    return _unknown("none")
+
+
+def parse_response(
+    text: str, labels: Sequence[str], options: Sequence[str] | None = None, *, finish_reason: str | None = None
+) -> Parsed:
+    """Recover the option a response chose, as the label displayed to the model.
+
+    Args:
+        text: The model's response, verbatim.
+        labels: The labels as displayed, in display order (matching is case-insensitive).
+        options: The option texts in the same order, or None: they let the rules match a response that
+            is an option's text, and notice a label followed by another option's text.
+        finish_reason: Why generation stopped, as the backend recorded it (``"stop"``, ``"length"``, ...),
+            or None when it did not say. ``"length"`` turns a reply with no reading into ``truncated``.
+
+    Returns:
+        The parse: ``displayed`` is exactly one of ``labels`` or None (UNKNOWN), ``method`` is one of
+        :data:`METHODS`. Never raises on any string.
+    """
+    part = answer_part(text)
+    if part.unfinished_think:
+        return _unknown("truncated")
+    parsed = _read(part.text, labels, _options(labels, options))
+    if part.field and parsed.method in ("exact", "bare"):
+        # A JSON field holding only the label answers; it is not the bare reply that was asked for.
+        parsed = _answer(parsed.displayed or "", "statement")
+    if finish_reason in LIMIT_REACHED and parsed.method in _CUT_SHORT:
+        return _unknown("truncated")
+    return parsed
