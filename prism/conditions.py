@@ -202,7 +202,8 @@ def _design(sweep: ConditionSet, cfg: Mapping[str, Any], where: str) -> Conditio
                                 f"{len(sweep.conditions)}")
             return replace(sweep, axes=axes)
         cells, grid_axes = grid.compose(sweep.conditions, grid.choose_axes(axes, chosen, sweep.baseline,
-                                                                           max_conditions), sweep.baseline)
+                                                                           max_conditions), sweep.baseline,
+                                        make=Condition)
     except SpecError as exc:
         raise ConditionError(f"{where}: {exc}") from exc
     condition_set = replace(sweep, conditions=tuple(cells), axes=grid_axes, grid=chosen)

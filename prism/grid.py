@@ -18,7 +18,7 @@ crossed; anything else, and a grid over ``conditions.max_conditions``, is refuse
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 from typing import TYPE_CHECKING
@@ -103,16 +103,21 @@ def choose_axes(available: Sequence[Axis], names: Sequence[str], baseline: str, 
     return chosen
 
 
-def compose(conditions: Sequence[Condition], chosen: Sequence[Axis], baseline: str) -> tuple[list[Condition],
-                                                                                          tuple[Axis, ...]]:
+def compose(conditions: Sequence[Condition], chosen: Sequence[Axis], baseline: str,
+            make: Callable[..., Condition]) -> tuple[list[Condition], tuple[Axis, ...]]:
     """Every cell of the grid of ``chosen`` over ``conditions`` (a sweep's), and the grid's axes.
+
+    Args:
+        conditions: The sweep's conditions, the baseline among them.
+        chosen: The axes to cross.
+        baseline: The all-baseline cell's name.
+        make: Builds a condition from keyword fields (:class:`prism.conditions.Condition`, passed in by
+            the caller so that this module never imports the one that imports it).
 
     Returns:
         (cells in row-major order of the axes, the first axis slowest; the axes with each value's
         single-axis cell in ``conditions``).
     """
-    from prism.conditions import Condition
-
     by_name = {c.name: c for c in conditions}
     cells = []
     for combination in product(*(axis.values for axis in chosen)):
@@ -122,7 +127,7 @@ def compose(conditions: Sequence[Condition], chosen: Sequence[Axis], baseline: s
             continue
         parts = tuple(Part(axis, value, by_name[value].steps or (), by_name[value].keys or (),
                            next(a.attributes for a in chosen if a.name == axis)) for axis, value in levels)
-        cells.append(Condition(
+        cells.append(make(
             name=cell_name(levels, baseline),
             description="; ".join(by_name[value].description for _, value in levels),
             family=SEPARATOR.join(axis for axis, _ in levels),

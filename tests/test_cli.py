@@ -77,7 +77,7 @@ def test_help_lists_the_config_groups() -> None:
                           timeout=60)
     assert done.returncode == 0
     groups = ("model: gemma2, gemma3_270m, llama3, mistral, openai, qwen2_5, replay, smollm2, vllm_example",
-              "dataset: arc_challenge, commonsense_qa, custom, mmlu, mmlu_pro, openbookqa, opinions_qa, political_compass, "
-              "sciq, wvs7")
+              "dataset: arc_challenge, commonsense_qa, custom, mmlu, mmlu_pro, openbookqa, opinions_qa, "
+              "political_compass, sciq, wvs7")
     for line in groups:
         assert line in done.stdout

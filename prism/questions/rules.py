@@ -13,14 +13,11 @@ import random
 from dataclasses import replace
 
 from prism.questions.mapping import Item
-from prism.questions.spec import LETTERS
+from prism.questions.spec import LETTERS, RULE_NAMES
 from prism.types import canonical_json, sha256_text
 
-RULES: dict[str, str] = {
-    "numeric_labels": "options labelled with numbers (ARC's 1-4) are read by position: number k is letter k",
-    "seeded_option_order": "the options are shuffled per question, seeded by the sample seed and the question id, "
-                           "for sources that always list the correct answer first (SciQ)",
-}
+# The registry of names lives beside the spec that checks them, so checking a spec imports no rule code.
+RULES = RULE_NAMES
 
 
 def numeric_labels(item: Item) -> Item:

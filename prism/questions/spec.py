@@ -30,6 +30,14 @@ class DataError(PrismError, ValueError):
     """A dataset could not be loaded or a frozen set could not be trusted; the message says why."""
 
 
+# Named dataset rules a YAML can select (implemented in prism.questions.rules): name -> what it does.
+RULE_NAMES: dict[str, str] = {
+    "numeric_labels": "options labelled with numbers (ARC's 1-4) are read by position: number k is letter k",
+    "seeded_option_order": "the options are shuffled per question, seeded by the sample seed and the question id, "
+                           "for sources that always list the correct answer first (SciQ)",
+}
+
+
 @dataclass(frozen=True)
 class FieldMap:
     """Which source column holds each part of a question (``dataset.fields.*``).
@@ -158,8 +166,6 @@ class DatasetSpec:
         Raises:
             DataError: For the first problem found.
         """
-        from prism.questions.rules import RULES
-
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name):
             raise DataError(f"dataset.name={self.name!r} cannot be used: give a name of letters, digits, '_', "
                             "'.' and '-' (it names the frozen file and the records).")
@@ -172,7 +178,7 @@ class DatasetSpec:
         _one_of("answer_format", self.answer_format, ANSWER_FORMATS)
         _one_of("type", self.type, DATASET_TYPES)
         for rule in self.rules:
-            _one_of("rules", rule, tuple(sorted(RULES)))
+            _one_of("rules", rule, tuple(sorted(RULE_NAMES)))
         if self.format is not None:
             _one_of("format", self.format, tuple(FILE_FORMATS))
         if not self.fields.question:
