@@ -20,7 +20,7 @@ from prism.perturbations.labels import label_kind
 from prism.types import Question
 
 SETS = sorted(p.stem for p in (CONF_DIR / "conditions").glob("*.yaml"))
-WITH_SYMBOLS = {"labels", "robustness"}
+WITH_SYMBOLS = {"grid", "labels", "robustness"}
 
 
 def question(count: int, answer: int) -> Question:
