@@ -173,7 +173,7 @@ def test_duplicate_ids_are_an_error(tmp_path: Path) -> None:
 
 def test_unknown_dataset_lists_the_known_ones(data_dir: Path) -> None:
     with pytest.raises(DataError, match="unknown dataset 'nope'; known datasets: arc_challenge, commonsense_qa, "
-                                        "mmlu, mmlu_pro, openbookqa, sciq"):
+                                        "mmlu, mmlu_pro, openbookqa, opinions_qa, political_compass, sciq, wvs7"):
         load_questions("nope", "test", data_dir=data_dir)
 
 
