@@ -141,7 +141,8 @@ def mlflow_server(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) 
 def model_config(conf: Path, name: str, replay: Path) -> None:
     """A model config file of the team's own, found through ``hydra.searchpath``."""
     (conf / "model").mkdir(parents=True, exist_ok=True)
-    (conf / "model" / f"{name}.yaml").write_text(f"name: {name}\nbackend: replay\npath: {replay}\n")
+    (conf / "model" / f"{name}.yaml").write_text(
+        f"defaults:\n  - /schema/model/replay@_here_\n  - _self_\nname: {name}\nbackend: replay\npath: {replay}\n")
 
 
 def test_parallel_sweep_logs_to_a_postgresql_backed_server_and_compare_reads_it_back(
