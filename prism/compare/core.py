@@ -7,7 +7,6 @@ No Hydra import here: the entry point and the sweep callback call :func:`compare
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from prism.compare.evidence import ReportContext, gather_evidence
+from prism.compare.headline import headline_metrics
 from prism.compare.likelihood import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_table, profile_table, shifts_table
+from prism.compare.readouts import readout_tables
 from prism.compare.report import run_description
 from prism.compare.select import (
     CONFIG_ARTIFACT,
@@ -39,7 +40,6 @@ from prism.compare.select import (
 )
 from prism.compare.tables import (
     PAIRS,
-    POOLED,
     ModelCells,
     accuracy_table,
     condition_disagreement_table,
@@ -50,7 +50,6 @@ from prism.compare.tables import (
 )
 from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
-from prism.stats import SIGNIFICANCE
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -74,8 +73,9 @@ class ComparisonResult:
         runs: The compared runs, labelled, in table order.
         mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
         tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
-            ``differences``, ``shifts``, ``gee_wald``) to DataFrame; divergence, condition_disagreement
-            and differences only with two or more runs.
+            ``differences``, ``shifts``, ``gee_wald`` and the read-outs ``scorecard``, ``sensitivity_axes``,
+            ``measure_agreement``, ``divergence_noise``) to DataFrame; divergence, condition_disagreement,
+            differences and divergence_noise only with two or more runs.
         files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
@@ -199,53 +199,14 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["profile"] = profile_table(models, tables["shifts"])
     tables["gee_wald"] = gee_table(models, baseline)
+    # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
+    tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
+                                 n_permutations=permutations, seed=seed))
     # Both readings (runs with generation.label_probs=true only): prism.compare.likelihood.
     if any(has_probabilities(m) for m in models):
         tables["readings"] = readings_table(models, baseline)
         tables["reading_disagreements"] = disagreements_table(models)
     return tables
-
-
-def metric_key(*parts: str) -> str:
-    """An MLflow metric name from parts, with characters MLflow rejects replaced by ``_``."""
-    return "/".join(re.sub(r"[^A-Za-z0-9_\-. :]", "_", p) for p in parts)
-
-
-def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> dict[str, float]:
-    """The numbers a reader looks at first, logged as metrics of the comparison run.
-
-    Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
-    conditions, and how many conditions differ from the baseline at Holm-adjusted p below
-    :data:`prism.stats.SIGNIFICANCE`. Per pair of models (pooled over conditions): disagreement, kappa and
-    excess. Per model, axis and measure that shifts somewhere: ``first_shift/...``, the position among the
-    axis's values of the first that shifts.
-    """
-    metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),
-                                 "n_questions": float(n_questions)}
-    for model, rows in tables["sensitivity"].groupby("model", sort=False):
-        base = rows[rows["condition"] == rows["baseline"]]
-        others = rows[rows["condition"] != rows["baseline"]]
-        metrics[metric_key("sensitivity", str(model), "baseline_accuracy")] = float(base["accuracy"].iloc[0])
-        if not others.empty:
-            metrics[metric_key("sensitivity", str(model), "mean_flip_rate")] = float(others["flip_rate"].mean())
-            metrics[metric_key("sensitivity", str(model), "max_abs_delta_accuracy")] = float(
-                others["delta_accuracy"].abs().max())
-            metrics[metric_key("sensitivity", str(model), "significant_conditions")] = float(
-                (others["mcnemar_p_holm"] < SIGNIFICANCE).sum())
-    if "divergence" in tables:
-        for row in tables["divergence"][tables["divergence"]["condition"] == POOLED].itertuples(index=False):
-            pair = f"{row.model_a}_vs_{row.model_b}"
-            for name in ("disagreement", "kappa", "excess"):
-                metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
-    if "shifts" in tables:  # how many steps are shifts, per model and measure
-        for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
-            metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
-    if "profile" in tables:  # where each axis first shifts: the position of that value (the baseline is 0)
-        for key, steps in tables["profile"].groupby(["model", "axis", "measure"], sort=False):
-            first = [i for i, flag in enumerate(steps["first_shift"], start=1) if flag]
-            if first:
-                metrics[metric_key("first_shift", *(str(k) for k in key))] = float(first[0])
-    return metrics
 
 
 def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:

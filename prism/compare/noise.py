@@ -28,7 +28,20 @@ PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to
                    "within", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "first_shift")
 
 # The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
-_FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response", "prob_tv": "option_probs"}
+MEASURE_FIELDS = {"answer": "category", "token_jaccard": "response", "edit_distance": "response",
+                  "prob_tv": "option_probs"}
+
+
+def measure_values(cells: pd.DataFrame, measure: str) -> pd.Series:
+    """The value each cell is compared by under ``measure`` (None for a missing text).
+
+    ``prob_tv`` keeps only the cells with probabilities, their distributions as canonical JSON.
+    """
+    if measure == "prob_tv":
+        cells = cells[cells["option_probs"].map(lambda v: isinstance(v, dict))]
+        return cells["option_probs"].map(canonical_json).astype(object)
+    return cells[MEASURE_FIELDS[measure]].map(
+        lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)).astype(object)
 
 
 def check_measures(measures: Sequence[str]) -> list[str]:
@@ -50,14 +63,12 @@ def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, n
     order = {c: i for i, c in enumerate(model.conditions)}
     cells = model.cells.assign(_c=model.cells["condition"].map(order)).sort_values(["_c", "repetition"],
                                                                                      kind="stable")
-    if measure == "prob_tv":  # only responses with probabilities take part; their distributions as JSON
-        cells = cells[cells["option_probs"].map(lambda v: isinstance(v, dict))]
-        cells = cells.assign(option_probs=cells["option_probs"].map(canonical_json))
+    values = measure_values(cells, measure)
+    cells = cells.loc[values.index]
     out = {}
     for question, group in cells.groupby("question_id", sort=False):
-        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-                  for v in group[_FIELD[measure]]]
-        out[str(question)] = (shifts.difference_matrix(values, measure), group["condition"].to_numpy())
+        texts = values.loc[group.index].tolist()
+        out[str(question)] = (shifts.difference_matrix(texts, measure), group["condition"].to_numpy())
     return out
 
 

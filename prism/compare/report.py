@@ -25,6 +25,7 @@ import pandas as pd
 from prism.compare import report_sections as sections
 from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
+from prism.compare.readout_sections import anchor, readout_context
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import number, p_value
@@ -100,6 +101,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,
         sampling=sections.sampling_used(context.evidence), run_id=context.run_id,
+        readout=readout_context(tables), anchor=anchor,
     )
     path = out / REPORT_HTML
     path.write_text(text, encoding="utf-8")

@@ -53,6 +53,8 @@ SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered
                   "error", "response", "prompt_sha256")
 # The likelihood reading's columns (runs with generation.label_probs=true); empty for runs without it.
 LIKELIHOOD_COLUMNS = ("option_probs", "likelihood_answer", "likelihood_correct", "label_mass")
+# Read when present (the scorecard's compliance, the trace's parse method and displayed label); empty otherwise.
+OPTIONAL_COLUMNS = ("compliant", "method", "displayed")
 
 
 class CompareError(PrismError, ValueError):
@@ -340,7 +342,7 @@ def load_scored(path: Path) -> pd.DataFrame:
     missing = [c for c in SCORED_COLUMNS if c not in frame.columns]
     if records and missing:
         raise CompareError(f"{path} lacks the scored-record fields {missing}")
-    frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS])
+    frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS, *OPTIONAL_COLUMNS])
     frame = frame[frame["error"].isna()].drop(columns="error").reset_index(drop=True)
     frame["repetition"] = frame["repetition"].astype("int64")
     frame["correct"] = frame["correct"].astype(bool)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from prism import formatting
 from prism.compare.core import ComparisonResult
+from prism.compare.readouts_text import format_readouts, render_table
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.metrics import NO_KEY
@@ -44,12 +45,7 @@ def _snippet(text: Any, width: int = 40) -> str:
 
 def render(frame: pd.DataFrame) -> str:
     """A plain text table, every column left-aligned (pandas right-aligns text, which hides the intervals)."""
-    columns = [str(c) for c in frame.columns]
-    cells = [[str(v) for v in row] for row in frame.itertuples(index=False)]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join(lines)
+    return render_table(frame)
 
 
 def format_runs(runs: Sequence[RunSummary]) -> str:
@@ -225,6 +221,7 @@ def format_comparison(result: ComparisonResult) -> str:
                       f"distance to {result.baseline}'s option distribution; the "
                       f"{len(tables['reading_disagreements'])} cells where they part are in "
                       "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
+    parts += format_readouts(tables, result.n_boot)
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
                       "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]
