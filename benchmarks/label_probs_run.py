@@ -17,11 +17,13 @@ as a median with its interquartile range.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Context, Section
+from benchmarks.common import Context, Section, machine
 from benchmarks.embedded import Embedded, agreement, prepare, run_responses
 
 TARGET = 1.05
@@ -119,9 +121,10 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.3f}-{max(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def run(ctx: Context) -> Section:
-    """Measure and report."""
-    n_questions, pairs = (2, 1) if ctx.quick else (100, 2)
+def run(ctx: Context, n_questions: int | None = None, pairs: int | None = None) -> Section:
+    """Measure and report: by default 100 questions in two pairs (ABBA), 2 questions in one pair with ``quick``."""
+    n_questions = n_questions or (2 if ctx.quick else 100)
+    pairs = pairs or (1 if ctx.quick else 2)
     arms, bench = alternate(ctx, n_questions, pairs)
     same = agreement(run_responses(bench.workdir, "text-0"), run_responses(bench.workdir, "probs-0"))
     wall, cpu, model = arms.ratio("wall_s"), arms.ratio("cpu_s"), arms.ratio("model_s")
@@ -129,7 +132,8 @@ def run(ctx: Context) -> Section:
     quartiles = statistics.quantiles(cells, n=4) if len(cells) > 1 else [cells[0]] * 3
     section = Section(
         title="10. Label probabilities, whole runs: the default run with and without generation.label_probs",
-        command="python -m benchmarks --only label_probs_run",
+        command="python -m benchmarks --only label_probs_run" if (n_questions, pairs) == (100, 2) else
+        f"python -m benchmarks.label_probs_run --questions {n_questions} --pairs {pairs}",
         figures={"wall_ratio": wall, "cpu_ratio": cpu, "model_ratio": model, "cell_median_ratio": quartiles[1],
                  "wall_ratio_min": min(arms.pair_ratios("wall_s")), "wall_ratio_max": max(arms.pair_ratios("wall_s"))},
     )
@@ -152,6 +156,35 @@ def run(ctx: Context) -> Section:
         f"Per cell ({len(cells)} cells, the same prompt in both arms), the probs arm's llama.cpp time over the "
         f"text arm's: median **{quartiles[1]:.3f}**, interquartile range {quartiles[0]:.3f}-{quartiles[2]:.3f}. "
         f"Responses of the two arms in the first pair identical: {same}.",
+        "",
+        "Load average (1, 5, 15 min) when the last run ended: " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + ".",
     ]
     return section
 
+
+
+def main() -> None:
+    """Run this benchmark alone at a chosen size (``python -m benchmarks`` runs it at the default run's)."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=100, help="ARC-Challenge questions per run (default 100)")
+    parser.add_argument("--pairs", type=int, default=2, help="pairs of runs, the order flipping each pair (default 2)")
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PRISM_DATA_DIR") or "."))
+    parser.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
+    args = parser.parse_args()
+    if args.questions < 1 or args.pairs < 1:
+        parser.error("--questions and --pairs must be at least 1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["PRISM_DATA_DIR"] = str(args.data_dir.resolve())
+    with tempfile.TemporaryDirectory(prefix="prism-bench-") as tmp:
+        workdir = args.keep.resolve() if args.keep else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        ctx = Context(workdir=workdir, data_dir=args.data_dir.resolve(), quick=False)
+        print("\n".join(f"- {key}: {value}" for key, value in machine().items()), flush=True)
+        print(run(ctx, args.questions, args.pairs).markdown(), flush=True)
+
+
+if __name__ == "__main__":
+    main()
