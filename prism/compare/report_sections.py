@@ -37,8 +37,9 @@ TOP_DIFFERENCES = 12
 RESPONSE_CHARS = 160
 
 SECTIONS = (("summary", "Summary"), ("readings", "Readings"), ("sensitivity", "Condition sensitivity"),
-            ("divergence", "Divergence"), ("differences", "Where models differ"), ("setup", "Reproduce"),
-            ("templates", "Templates"), ("method", "Method"), ("not-claimed", "What PRISM does not claim"))
+            ("two-readings", "Two readings"), ("divergence", "Divergence"), ("differences", "Where models differ"),
+            ("setup", "Reproduce"), ("templates", "Templates"), ("method", "Method"),
+            ("not-claimed", "What PRISM does not claim"))
 
 PATTERN_TEXT = {
     "accurate and stable": "mostly right, and rewording rarely changes its answer",
