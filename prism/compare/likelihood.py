@@ -33,16 +33,16 @@ def readings_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
 
     Returns:
         Columns :data:`READINGS_COLUMNS` (see :func:`prism.likelihood_metrics.likelihood_condition_table`;
-        ``n`` is the observed cells), runs without probabilities left out. A run on items without an answer
-        key has NaN in both accuracies, as in the accuracy table: nothing there is correct or wrong.
+        ``n`` is the observed cells), runs without probabilities left out. A run whose items have no answer
+        key has both accuracies empty (NaN), never 0.
     """
     frames = []
     for model in models:
         if not has_probabilities(model):
             continue
         table = likelihood_condition_table(model.cells.assign(error=None), model.conditions, baseline)
-        if not has_key(model):  # compare reads a null ``correct`` as False, which would make 0% of it
-            table = table.assign(accuracy=math.nan, likelihood_accuracy=math.nan)
+        if not has_key(model):  # compare reads a null ``correct`` as False: no key is not "all wrong"
+            table[["accuracy", "likelihood_accuracy"]] = math.nan
         frames.append(table.rename(columns={"n_observed": "n"}).assign(model=model.label))
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in READINGS_COLUMNS})
