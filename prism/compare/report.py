@@ -75,7 +75,9 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
     runs = [item.run for item in context.evidence]
     dataset = _common(runs, "dataset.name")
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
-    present = [anchor for anchor, _ in sections.SECTIONS if anchor != "differences" or "differences" in tables]
+    probabilities = "readings" in tables and len(tables["readings"]) > 0
+    present = [anchor for anchor, _ in sections.SECTIONS
+               if (anchor != "differences" or "differences" in tables) and (anchor != "two-readings" or probabilities)]
     groups = sections.difference_groups(tables["differences"], {k: v for item in context.evidence
                                                                  for k, v in item.questions.items()}) \
         if "differences" in tables else None
@@ -102,10 +104,23 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,
         sampling=sections.sampling_used(context.evidence), run_id=context.run_id,
         readout=readout_context(tables), anchor=anchor,
+        two_readings=two_readings_section(tables, context) if probabilities else None,
     )
     path = out / REPORT_HTML
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def two_readings_section(tables: Mapping[str, pd.DataFrame], context: ReportContext) -> dict[str, Any]:
+    """The two-readings section's values (:mod:`prism.compare.two_readings`), from readings.csv and its cells."""
+    from prism.compare import two_readings
+
+    parted = tables["reading_disagreements"]
+    questions = {k: v for item in context.evidence for k, v in item.questions.items()}
+    return {"rows": two_readings.report_rows(tables["readings"]),
+            "cells": two_readings.parted(parted.to_dict("records"), questions), "total": len(parted),
+            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED, "baseline": context.baseline,
+            "whole_in": "comparison/reading_disagreements.csv"}
 
 
 def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers: Sequence[ModelNumbers],

@@ -200,7 +200,8 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
                       template_groups=sections.template_groups([item]), problems=sections.problems([item]),
                       disagreements=board.disagreements(item), options=sections.option_lines,
                       run_url=context.run_url(item.run.run_id), sampling=sections.sampling_used([item]),
-                      trace=trace.at("../"))
+                      trace=trace.at("../"),
+                      two_readings=two_readings_section(item))
         _write(out, run_page(item.run.run_id), text, site)
     for comparison in comparisons:
         _write(out, comparison.page, comparison_page(comparison, evidence, trace.at("../"), common), site)
@@ -209,6 +210,27 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
         (out / stale).unlink(missing_ok=True)
     (out / MANIFEST).write_text("".join(f"{page}\n" for page in [STYLESHEET, *site.pages]), encoding="utf-8")
     return site
+
+
+def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
+    """A run page's two-readings section (:mod:`prism.compare.two_readings`), or None for a run without it.
+
+    The rows are the run's logged per-condition metrics; the parted cells come from its scored records.
+    """
+    from prism.compare import two_readings
+    from prism.compare.likelihood import parted_cells
+
+    if not two_readings.has_two_readings(item.metrics):
+        return None
+    run = item.run
+    rows = two_readings.site_rows(run.model, run.run_id, run.conditions, item.metrics, board.has_no_key(item))
+    scored = item.scored
+    observed = ([] if scored is None or scored.empty else
+                parted_cells(scored[scored["error"].isna()] if "error" in scored else scored, run.model, {}))
+    return {"rows": rows, "cells": two_readings.parted(observed, item.questions), "total": len(observed),
+            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED,
+            "baseline": run.params.get("conditions.baseline", "the baseline"),
+            "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty}
 
 
 def _claim(out: Path) -> set[str]:
