@@ -21,6 +21,7 @@ from prism.compare.likelihood import disagreements_table, has_probabilities, rea
 from prism.compare.noise import check_measures, gee_table, profile_table, shifts_table
 from prism.compare.readouts import readout_tables
 from prism.compare.report import run_description
+from prism.compare.roles import roles_table
 from prism.compare.select import (
     CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
@@ -198,6 +199,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["profile"] = profile_table(models, tables["shifts"])
+    tables["roles"] = roles_table(models, tables["shifts"])  # each step's role from the keys, beside its shift
     tables["gee_wald"] = gee_table(models, baseline)
     # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
     tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,

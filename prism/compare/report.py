@@ -68,6 +68,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         context: The runs and settings behind them.
     """
     from prism.compare.profile_plot import PROFILE_PNG, profile_panels
+    from prism.compare.roles import roles_note
     from prism.render import render
 
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
@@ -95,6 +96,8 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  "divergence": sections.figure_uri(figures, "divergence_matrix.png"),
                  "profile": sections.figure_uri(figures, PROFILE_PNG)},
         profile_panels=profile_panels(tables),
+        role_rows=tables["roles"].to_dict("records") if len(tables.get("roles", ())) else [],
+        role_note=roles_note(tables["roles"]) if len(tables.get("roles", ())) else "",
         divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
         difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
         total_differences=len(tables.get("differences", ())),

@@ -158,6 +158,19 @@ def format_profile(table: pd.DataFrame) -> str:
     return render(shown)
 
 
+def format_roles(table: pd.DataFrame) -> str:
+    """The roles table: each step's role, its shift verdict, the reading and, for causal steps, ``followed``."""
+    shown = pd.DataFrame({
+        "model": table["model"], "axis": table["axis"],
+        "step": table["from_condition"] + " -> " + table["to_condition"], "measure": table["measure"],
+        "role": table["role"], "shift": ["SHIFT" if s else "-" for s in table["shift"]],
+        "reading": table["reading"],
+        "followed": [f"{_num(f)} (n={n})" if r == "causal" else "-"
+                     for f, n, r in zip(table["followed"], table["followed_n"], table["role"], strict=True)],
+    })
+    return render(shown)
+
+
 def format_gee(table: pd.DataFrame) -> str:
     """The Wald tests of the clustered model, then its notes (dropped terms, left-out data, failure) as text."""
     tests = table[table["chi2"].notna()]
@@ -213,6 +226,14 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Profiles (comparison/profile.csv): each axis's steps in value order -- from the baseline on a "
                       "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
                       "where the measure shifts:", format_profile(tables["profile"])]
+    if "roles" in tables and len(tables["roles"]):
+        from prism.compare.roles import roles_note
+
+        parts += ["", "Roles (comparison/roles.csv): causal when a step moves the correct answer of some question, "
+                      "invariant otherwise;\nexpected = causal and shifted, missed = causal, no shift, spurious = "
+                      "invariant and shifted, stable = invariant, no shift;\nfollowed = share of a causal step's "
+                      "answers that are its new correct option. " + roles_note(tables["roles"]),
+                  format_roles(tables["roles"])]
     if "readings" in tables and len(tables["readings"]):
         from prism.compare.likelihood import format_readings
 
