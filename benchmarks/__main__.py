@@ -32,6 +32,7 @@ BENCHMARKS = {
     "label_probs": "benchmarks.label_probs",
     "parser": "benchmarks.parser",
     "publish": "benchmarks.publish_site",
+    "run_scale": "benchmarks.run_scale",
 }
 
 
