@@ -33,6 +33,7 @@ BENCHMARKS = {
     "label_probs_run": "benchmarks.label_probs_run",
     "parser": "benchmarks.parser",
     "publish": "benchmarks.publish_site",
+    "run_scale": "benchmarks.run_scale",
 }
 
 

@@ -284,6 +284,11 @@ class StoreConfig:
 
     enabled: bool = True
     path: str = ".prism/store.sqlite"
+    # 0: every completion is fsynced (store and responses.jsonl) before the next is handled. A positive
+    # value fsyncs at most that many seconds later instead: a killed run still loses nothing (each record
+    # reaches the OS at once), a power loss at most that interval, which a resumed run asks again. An
+    # fsync can cost more than a fast server's or a replayed completion (prism/store.py).
+    sync_interval_s: float = 0.0
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -144,7 +144,7 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
 
 
 def dispatch(
-    backend: Backend, cells: Sequence[Cell], concurrency: int
+    backend: Backend, cells: Iterable[Cell], concurrency: int
 ) -> Iterator[tuple[Cell, Completion]]:
     """Yield (cell, completion) as completions arrive, with at most ``concurrency`` in flight.
 
@@ -186,7 +186,7 @@ def dispatch(
 def collect(
     backend: Backend,
     identity: ModelIdentity,
-    cells: Sequence[Cell],
+    cells: Iterable[Cell],
     response_log: ResponseLog,
     store: CompletionStore | None,
     run_id: str | None,
@@ -204,9 +204,28 @@ def collect(
         on_record: Called after each record is durable (progress bars).
 
     Returns:
-        The raw records, in arrival order.
+        The raw records, in arrival order (:func:`ask_each` yields them instead of keeping them).
     """
-    records: list[RawRecord] = []
+    records = []
+    for record in ask_each(backend, identity, cells, response_log, store, run_id):
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return records
+
+
+def ask_each(
+    backend: Backend,
+    identity: ModelIdentity,
+    cells: Iterable[Cell],
+    response_log: ResponseLog,
+    store: CompletionStore | None,
+    run_id: str | None,
+) -> Iterator[RawRecord]:
+    """Ask for every cell, yielding each record once it is in the store and the log (see :func:`collect`).
+
+    ``cells`` may be a generator: a run of a million cells makes each when it is sent.
+    """
     for cell, completion in dispatch(backend, cells, backend.concurrency):
         fields = completion_fields(completion)
         record = raw_record(cell, identity, fields, cached=False, error=completion.error)
@@ -219,7 +238,4 @@ def collect(
                 record=stored_fields(fields), run_id=run_id, created_at=fields["timestamp"],
             )
         response_log.append(record.to_json())
-        records.append(record)
-        if on_record is not None:
-            on_record(record)
-    return records
+        yield record

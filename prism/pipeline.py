@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,17 +29,17 @@ from prism.conditions import (
 )
 from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
-from prism.inference import Cell, collect, keyed_settings, make_cells, raw_record, stored_fields
+from prism.inference import ask_each, keyed_settings
 from prism.offline import RecordingTracker
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
-from prism.records import RawRecord
 from prism.runlock import experiment_lock
+from prism.runpath import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
 from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
-from prism.summary import score_all, write_results
+from prism.summary import score_records, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
-from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, canonical_json, safe_filename
+from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
 from prism.writable import check_writable_dirs
 
 log = logging.getLogger(__name__)
@@ -98,13 +98,10 @@ def check_generation(generation: GenerationConfig) -> None:
                               f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
 
 
-def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
-                   generation: GenerationConfig) -> list[Request]:
-    """Every (condition, question, repetition) cell, condition-major (see ``render_all``)."""
-    prompts = render_all(frozen.questions, condition_set)
-    requests = []
-    for repetition in range(generation.repetitions):
-        params = GenerationParams(
+def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
+    """The generation parameters of each repetition, in repetition order."""
+    return [
+        GenerationParams(
             temperature=float(generation.temperature),
             max_tokens=generation.max_tokens,
             seed=repetition_seed(generation.seed, repetition),
@@ -112,15 +109,27 @@ def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
             top_k=generation.top_k,
             label_probs=generation.label_probs,
         )
-        requests += [Request(prompt=p, params=params, repetition=repetition) for p in prompts]
-    return requests
+        for repetition in range(generation.repetitions)
+    ]
 
 
-def label_sets(requests: list[Request]) -> dict[str, tuple[str, ...]]:
+def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
+                   generation: GenerationConfig) -> list[Request]:
+    """Every (condition, question, repetition) cell, condition-major (see ``render_all``), as a list.
+
+    A run makes the same cells one at a time instead (:class:`prism.runpath.CellGrid`).
+    """
+    prompts = render_all(frozen.questions, condition_set)
+    return [Request(prompt=p, params=params, repetition=repetition)
+            for repetition, params in enumerate(repetition_params(generation)) for p in prompts]
+
+
+def label_sets(requests: Iterable[Request] | Iterable[Prompt]) -> dict[str, tuple[str, ...]]:
     """Condition name -> every label its prompts display (in first-seen order), for the label_probs check."""
     found: dict[str, dict[str, None]] = {}
-    for request in requests:
-        found.setdefault(request.prompt.condition, {}).update(dict.fromkeys(request.prompt.displayed_labels))
+    for item in requests:
+        prompt = item.prompt if isinstance(item, Request) else item
+        found.setdefault(prompt.condition, {}).update(dict.fromkeys(prompt.displayed_labels))
     return {condition: tuple(labels) for condition, labels in found.items()}
 
 
@@ -170,23 +179,6 @@ def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_s
     )
 
 
-def _reuse_stored(cells: list[Cell], store: CompletionStore | None, identity: ModelIdentity,
-                  response_log: ResponseLog) -> tuple[list[RawRecord], list[Cell]]:
-    """Split cells into stored ones (logged now with ``cached: true``) and ones still to ask for."""
-    if store is None:
-        return [], cells
-    reused, missing = [], []
-    for cell in cells:
-        stored = store.get(cell.key)
-        if stored is None:
-            missing.append(cell)
-            continue
-        record = raw_record(cell, identity, stored_fields(stored), cached=True, error=None)
-        response_log.append(record.to_json())
-        reused.append(record)
-    return reused, missing
-
-
 def run(
     cfg: PrismConfig,
     output_dir: str | Path | None = None,
@@ -219,14 +211,17 @@ def run(
         resources.callback(plan.backend.close)
         store = None
         if cfg.store.enabled:
-            store = resources.enter_context(closing(CompletionStore(cfg.store.path)))
+            store = resources.enter_context(closing(CompletionStore(cfg.store.path, cfg.store.sync_interval_s)))
             resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
         tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
         run_id = plan.tracker.start(plan.run_name, tags)
         with _failing_run(plan.tracker, out):
-            records, n_fresh = ask(plan, store, out, run_id)
+            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s)
     with _failing_run(plan.tracker, out):
-        scored = score_all(records, plan.frozen, plan.condition_set)
+        # One record at a time, from the file just written, in scored order: nothing per cell is held.
+        records = records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets)
+        prompts = {(p.question_id, p.condition): p for p in plan.cells.prompts}
+        scored = score_records(records, plan.frozen, plan.condition_set, prompts)
         metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
         plan.tracker.log_metrics(metrics)
         for sub in ("config", "questions", "prompts", "responses", "results"):
@@ -270,7 +265,7 @@ class Plan:
     frozen: FrozenSet
     backend: Backend
     identity: ModelIdentity
-    cells: list[Cell]
+    cells: CellGrid
     tracker: RecordingTracker
     params: dict[str, str]
     experiment_sha256: str
@@ -285,6 +280,10 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     """
     check_generation(cfg.generation)
     check_model_name(cfg.model.name or "")
+    if not 0 <= cfg.store.sync_interval_s < float("inf"):
+        raise ConfigError(f"store.sync_interval_s={cfg.store.sync_interval_s!r} cannot be used: it must be a number "
+                          ">= 0 (0 fsyncs every completion; N fsyncs at most N seconds after one). Set it with "
+                          "store.sync_interval_s=VALUE.")
     # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
@@ -298,10 +297,11 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         report_dropped(frozen)
         check_option_counts(condition_set, frozen.questions)
         identity = backend.identity()
-        requests = build_requests(frozen, condition_set, cfg.generation)
+        prompts = render_all(frozen.questions, condition_set)
         if cfg.generation.label_probs:
-            require_label_probs(backend, cfg.model.backend, label_sets(requests))
-        cells = make_cells(requests, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
+            require_label_probs(backend, cfg.model.backend, label_sets(prompts))
+        cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
+                         condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(
@@ -353,27 +353,35 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
     }
 
 
-def ask(plan: Plan, store: CompletionStore | None, out: Path,
-        run_id: str) -> tuple[list[RawRecord], int]:
-    """Log the run's inputs, reuse stored cells, ask the model for the rest; return records and fresh count."""
+def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
+        sync_interval_s: float = 0.0) -> tuple[RecordOffsets, int]:
+    """Log the run's inputs, reuse stored cells, ask the model for the rest.
+
+    Returns:
+        Where each cell's raw record starts in ``responses.jsonl``, and how many cells were asked.
+    """
     from tqdm import tqdm
 
-    tracker, frozen, identity = plan.tracker, plan.frozen, plan.identity
+    tracker, frozen, identity, grid = plan.tracker, plan.frozen, plan.identity, plan.cells
     tracker.log_params(plan.params)
     _warn_on_digest_change(tracker, identity, run_id)
     tracker.log_question_set([q.to_dict() for q in frozen.questions],
                              name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
                              source=str(frozen.path.resolve()))
-    with closing(ResponseLog(out / "responses" / "responses.jsonl")) as response_log:
-        records, missing = _reuse_stored(plan.cells, store, identity, response_log)
-        missing_keys = {c.key for c in missing}
-        _tag_resumed(tracker, store, [c.key for c in plan.cells if c.key not in missing_keys], run_id)
-        log.info("%d of %d cells from the store; asking %s for %d", len(records), len(plan.cells), identity.name,
-                 len(missing))
+    offsets = RecordOffsets(len(grid))
+    producers: set[str] = set()
+    with closing(ResponseLog(out / "responses" / "responses.jsonl", sync_interval_s)) as response_log:
+        missing = reuse_stored(grid, store, response_log, offsets, producers.add)
+        _tag_resumed(tracker, producers, run_id)
+        log.info("%d of %d cells from the store; asking %s for %d", len(grid) - len(missing), len(grid),
+                 identity.name, len(missing))
         with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
                   disable=not missing) as bar:
-            records += collect(plan.backend, identity, missing, response_log, store, run_id, lambda _: _advance(bar))
-    return records, len(missing)
+            for record in ask_each(plan.backend, identity, (grid.cell(i) for i in missing), response_log, store,
+                                   run_id):
+                offsets.note(grid.index(record.cell), response_log.last_offset)
+                bar.update()
+    return offsets, len(missing)
 
 
 @contextmanager
@@ -387,15 +395,11 @@ def _failing_run(tracker: RecordingTracker, out: Path) -> Iterator[None]:
         raise
 
 
-def _advance(bar: Any) -> None:
-    bar.update()
-
-
-def _tag_resumed(tracker: Any, store: CompletionStore | None, reused_keys: list[str], run_id: str) -> None:
+def _tag_resumed(tracker: Any, reused_from: set[str], run_id: str) -> None:
     """Tag ``prism.resumed_from`` with the killed or failed runs whose stored cells this run reuses."""
-    if store is None or not reused_keys:
+    producers = {r for r in reused_from if r != run_id}
+    if not producers:
         return
-    producers = {r for r in store.producers(reused_keys).values() if r and r != run_id}
     unfinished = sorted(r for r, status in tracker.statuses(sorted(producers)).items()
                         if status in ("RUNNING", "FAILED", "KILLED"))
     if unfinished:

@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,18 +111,29 @@ def _enable_wal(db: sqlite3.Connection, timeout_s: float = _BUSY_TIMEOUT_S) -> N
 
 
 class CompletionStore:
-    """A SQLite table of observed completions; failed requests are never stored, so they are retried."""
+    """A SQLite table of observed completions; failed requests are never stored, so they are retried.
 
-    def __init__(self, path: str | Path) -> None:
-        """Open (creating if needed) the store at ``path``."""
+    Every :meth:`put` is its own committed transaction, so a killed process loses no completion it stored.
+    With ``sync_interval_s`` 0 (the default) each commit is also fsynced (``synchronous=FULL``); with a
+    positive interval commits go to the write-ahead log without an fsync (``synchronous=NORMAL``, which
+    SQLite keeps consistent and durable against a killed process) and the log is made durable on disk at
+    most that many seconds later, and on :meth:`close`: a power loss then costs at most that interval of
+    completions, which a resumed run asks again. An fsync costs milliseconds on a busy disk, more than a
+    replayed or fast-served completion itself.
+    """
+
+    def __init__(self, path: str | Path, sync_interval_s: float = 0.0) -> None:
+        """Open (creating if needed) the store at ``path``; ``sync_interval_s`` as in the class docstring."""
         self.path = Path(path)
+        self._sync_interval_s = float(sync_interval_s)
+        self._last_sync = time.monotonic()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # WAL lets several runs read while one writes; the timeout makes a second writer wait
             # instead of failing on a locked database.
             self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             _enable_wal(self._db)
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA synchronous=FULL" if self._sync_interval_s <= 0 else "PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
             (check,) = self._db.execute("PRAGMA quick_check").fetchone()
         except sqlite3.DatabaseError as exc:
@@ -158,6 +169,34 @@ class CompletionStore:
         record: dict[str, Any] = json.loads(record_text)
         return record
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, tuple[dict[str, Any], str | None]]:
+        """The stored completions among ``keys``, each with the run id that produced it, in one pass.
+
+        What :meth:`get` does for one key (a record whose checksum fails is an error), for a batch: a run
+        of a million cells looks its cells up a few hundred at a time instead of one query each.
+        """
+        found: dict[str, tuple[dict[str, Any], str | None]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            try:
+                rows = self._db.execute(
+                    f"SELECT key, record, record_sha256, run_id FROM completions WHERE key IN ({marks})", chunk
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:  # e.g. a page damaged after the integrity check at open
+                raise StoreError(
+                    f"cannot read the completion store {str(self.path)!r} ({exc}); it is damaged. Move it aside "
+                    "(store.path=NEW) and rerun, or run with store.enabled=false."
+                ) from exc
+            for key, record_text, record_sha, run_id in rows:
+                if sha256_text(record_text) != record_sha:
+                    raise StoreError(
+                        f"stored completion {key} in {str(self.path)!r} does not match its checksum; the store is "
+                        "corrupted. Move it aside (store.path=NEW) and rerun."
+                    )
+                found[key] = (json.loads(record_text), run_id)
+        return found
+
     def producers(self, keys: list[str]) -> dict[str, str | None]:
         """Map each stored key to the MLflow run id that produced it."""
         found: dict[str, str | None] = {}
@@ -190,10 +229,31 @@ class CompletionStore:
                 f"the store still holds every completion written before, and none in part. {_write_fix(exc)}, "
                 "then run the same command again: stored completions are reused, not asked again."
             ) from exc
+        if self._sync_interval_s > 0 and time.monotonic() - self._last_sync >= self._sync_interval_s:
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every committed completion durable on disk now (a no-op when each commit already was).
+
+        A checkpoint fsyncs the write-ahead log before it copies it into the database (``synchronous=NORMAL``).
+        """
+        if self._sync_interval_s <= 0:
+            return
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"could not make the completion store {str(self.path)!r} durable on disk ({exc}). "
+                f"{_write_fix(exc)}, then run the same command again: stored completions are reused."
+            ) from exc
+        self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+        """Make the last completions durable (see :meth:`sync`), then close the database."""
+        try:
+            self.sync()
+        finally:
+            self._db.close()
 
 
 class ResponseLog:
@@ -205,18 +265,29 @@ class ResponseLog:
     later append: a record is never written after a half-written one. A new run opens its own file (Hydra
     gives every run its own output directory); reopening a file whose last line a killed writer left
     unfinished cuts that tail off first, so the next record never joins it.
+
+    Every record is handed to the operating system before :meth:`append` returns, so a killed process loses
+    none. With ``sync_interval_s`` 0 (the default) it is also fsynced before :meth:`append` returns; with a
+    positive interval the file is fsynced at most that many seconds after a record, and on :meth:`sync` and
+    :meth:`close` (a power loss costs at most that interval, and those completions are in the store).
     """
 
-    def __init__(self, path: str | Path) -> None:
-        """Open ``path`` for appending (creating parent directories)."""
+    def __init__(self, path: str | Path, sync_interval_s: float = 0.0) -> None:
+        """Open ``path`` for appending (creating parent directories); ``sync_interval_s`` as in the docstring."""
         self.path = Path(path)
         self._failure: str | None = None
+        self._sync_interval_s = float(sync_interval_s)
+        self._last_sync = time.monotonic()
+        self._synced_size = 0
+        self.last_offset = -1
+        """Where the last appended record starts in the file (its byte offset)."""
         fd = -1
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self._fd = fd
             self._cut_torn_tail()
+            self._synced_size = os.fstat(fd).st_size
         except OSError as exc:
             if fd >= 0:
                 os.close(fd)
@@ -240,8 +311,16 @@ class ResponseLog:
                     "before appending", self.path, size - keep)
         os.ftruncate(self._fd, keep)
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        """Write one record durably before returning.
+    def append(self, record: Mapping[str, Any], durable: bool = True) -> int:
+        """Write one record, durably before returning unless the log syncs by interval (see the class).
+
+        Args:
+            record: The JSON object to write as one line.
+            durable: False for a record that is already durable elsewhere (a completion served from the
+                store): it is written but not fsynced on its own; :meth:`sync` or :meth:`close` does that.
+
+        Returns:
+            The byte offset where the record starts (also kept as :attr:`last_offset`).
 
         Raises:
             StoreError: If the write or fsync fails, or an earlier append of this log failed.
@@ -257,22 +336,55 @@ class ResponseLog:
                 if written <= 0:  # never for a regular file; guards the loop against spinning
                     raise OSError(errno.EIO, "the write made no progress")
                 data = data[written:]
-            os.fsync(self._fd)
+            if durable and (self._sync_interval_s <= 0 or time.monotonic() - self._last_sync >= self._sync_interval_s):
+                self._fsync()
         except OSError as exc:
-            self._failure = f"{exc.strerror or exc}"
-            try:
-                os.ftruncate(self._fd, start)
-                left = "the unfinished record was removed"
-            except OSError:  # a read-only file system refuses this too; readers skip a torn last line
-                left = "an unfinished last line may remain, which readers skip"
-            raise StoreError(
-                f"could not write a raw response to {str(self.path)!r} ({self._failure}). The run stopped here; "
-                f"every response written before is kept and {left}. {_write_fix(exc)}, then run the same "
-                "command again: completions already in the store are reused, not asked again."
-            ) from exc
+            self._fail(exc, start)
+        self.last_offset = start
+        return start
+
+    def sync(self) -> None:
+        """Fsync every record written so far.
+
+        Raises:
+            StoreError: If the fsync fails; the records written since the last fsync are cut off when the
+                file system allows (their completions are in the store, so a rerun logs them again).
+        """
+        if self._failure is not None:
+            return
+        try:
+            self._fsync()
+        except OSError as exc:
+            self._fail(exc, self._synced_size, "the records written since the last fsync")
+
+    def _fsync(self) -> None:
+        os.fsync(self._fd)
+        self._last_sync = time.monotonic()
+        self._synced_size = os.fstat(self._fd).st_size
+
+    def _fail(self, exc: OSError, keep: int, what: str = "the unfinished record") -> None:
+        """Refuse later appends, cut the file back to ``keep`` bytes when allowed, and raise the StoreError."""
+        self._failure = f"{exc.strerror or exc}"
+        try:
+            os.ftruncate(self._fd, keep)
+            left = f"{what} {'was' if what.endswith('record') else 'were'} removed"
+        except OSError:  # a read-only file system refuses this too; readers skip a torn last line
+            left = "an unfinished last line may remain, which readers skip"
+        raise StoreError(
+            f"could not write a raw response to {str(self.path)!r} ({self._failure}). The run stopped here; "
+            f"every response written before is kept and {left}. {_write_fix(exc)}, then run the same "
+            "command again: completions already in the store are reused, not asked again."
+        ) from exc
 
     def close(self) -> None:
-        """Close the file; every record is already fsynced, so a failing close loses nothing."""
+        """Fsync what is not yet (see :meth:`sync`) and close the file; a failing close then loses nothing."""
+        try:
+            if self._failure is None and os.fstat(self._fd).st_size != self._synced_size:
+                self.sync()
+        finally:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
         try:
             os.close(self._fd)
         except OSError as exc:

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from prism.conditions import ConditionSet, render, render_keyed
+from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.formatting import percent
 from prism.likelihood import likelihood_fields
-from prism.metrics import NO_KEY, condition_table, parse_method_shares, question_table, summary_metrics
+from prism.metrics import (
+    NO_KEY,
+    REQUIRED_COLUMNS,
+    condition_table,
+    parse_method_shares,
+    question_table,
+    summary_metrics,
+)
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
+from prism.perturbations.missing import RemoveAnswer
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
 from prism.roles import CAUSAL, invariant_conditions, role_table
@@ -40,19 +48,44 @@ def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: Co
         Scored records (docs/architecture.md); their JSON leaves out the prompt text, which stays in
         ``responses.jsonl``.
     """
-    questions = {q.question_id: q for q in frozen.questions}
-    conditions = {c.name: c for c in condition_set.conditions}
-    prompts: dict[tuple[str, str], Prompt] = {}
-    # The key of each prompt: the question's own, or the option a causal step moved it to.
-    answers: dict[tuple[str, str], str | None] = {}
     order = {name: i for i, name in enumerate(condition_set.names)}
     position = {q.question_id: i for i, q in enumerate(frozen.questions)}
-    scored = []
-    for raw in sorted(records, key=lambda r: (order[r.condition], position[r.question_id], r.repetition)):
+    ordered = sorted(records, key=lambda r: (order[r.condition], position[r.question_id], r.repetition))
+    return list(score_records(ordered, frozen, condition_set))
+
+
+def score_records(records: Iterable[RawRecord], frozen: FrozenSet, condition_set: ConditionSet,
+                  prompts: Mapping[tuple[str, str], Prompt] | None = None) -> Iterator[ScoredRecord]:
+    """Parse and score raw records one at a time, in the order given (:func:`score_all` sorts first).
+
+    Args:
+        records: Raw records of the run.
+        frozen: The frozen question set (the answer key lives here).
+        condition_set: The conditions the prompts were rendered with.
+        prompts: The run's rendered prompts by (question id, condition), so they are not rendered twice;
+            a prompt not in it is rendered here.
+
+    Yields:
+        Each record's scored record.
+
+    Raises:
+        ValueError: If a record's prompt renders differently now than when it was asked.
+    """
+    questions = {q.question_id: q for q in frozen.questions}
+    conditions = {c.name: c for c in condition_set.conditions}
+    rendered: dict[tuple[str, str], Prompt] = dict(prompts or {})
+    # The key of each prompt: the question's own, or the option a causal step moved it to.
+    answers: dict[tuple[str, str], str | None] = {}
+    for raw in records:
         key = (raw.question_id, raw.condition)
-        if key not in prompts:
-            prompts[key], answers[key] = render_keyed(questions[key[0]], conditions[key[1]], condition_set)
-        prompt, correct_answer = prompts[key], answers[key]
+        if key not in answers:  # once per prompt, not per cell
+            condition = conditions[key[1]]
+            if key not in rendered or _may_move_key(condition):  # a causal step's key comes from rendering
+                keyed, answers[key] = render_keyed(questions[key[0]], condition, condition_set)
+                rendered.setdefault(key, keyed)
+            else:
+                answers[key] = questions[key[0]].answer
+        prompt, correct_answer = rendered[key], answers[key]
         if raw.prompt_sha256 != prompt.sha256:
             # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
             raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
@@ -64,13 +97,21 @@ def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: Co
         record = score_record(raw, prompt, parsed, correct_answer, PARSER_VERSION)
         likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
                                        correct_answer)
-        scored.append(dataclasses.replace(record, **likelihood) if likelihood else record)
-    return scored
+        yield dataclasses.replace(record, **likelihood) if likelihood else record
 
 
-def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
+def _may_move_key(condition: Condition) -> bool:
+    """Whether a condition has a step that may move the correct option (a causal step, attribute ``answer``)."""
+    steps = [*(condition.steps or ()), *(step for part in condition.parts for step in part.steps)]
+    return any(isinstance(step, RemoveAnswer) for step in steps)
+
+
+def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
     """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
+
+    The scored records are written one at a time as they come; what the metrics read of each (its cell,
+    answer and flags, :data:`METRIC_COLUMNS`) is kept in columns, never the records.
 
     Consistency with the baseline (``prism.consistency``) goes to ``consistency.csv`` (per family and
     variant) and ``consistency_questions.csv`` (per question and family), and into the metrics as
@@ -78,11 +119,13 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
     """
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
-    records = [record.to_json() for record in scored]
+    columns = MetricColumns()
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
-        for record in records:
+        for scored_record in scored:
+            record = scored_record.to_json()
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    frame = pd.DataFrame(records)
+            columns.add(record)
+    frame = columns.frame()
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
     # Answers are compared across conditions only where they share one key: the invariant conditions.
@@ -100,13 +143,68 @@ def write_results(out: Path, scored: Sequence[ScoredRecord], frozen: FrozenSet, 
     consistency = consistency_summary(frame, families, baseline, ids)
     consistency.to_csv(results / "consistency.csv", index=False)
     metrics.update(consistency_metrics(consistency))
-    if any("label_probs_source" in record for record in records):  # a run with generation.label_probs=true
-        metrics.update(write_likelihood_results(results, frame, records, frozen, condition_set, repetitions,
-                                                invariant))
+    if columns.label_probs:  # a run with generation.label_probs=true
+        metrics.update(write_likelihood_results(results, frame, columns.bias_records, frozen, condition_set,
+                                                repetitions, invariant))
     # Only a run with causal conditions logs these, so every other run keeps exactly the metrics it had.
     metrics.update({f"causal/{name}": float(count) for name, role, count in
                     zip(roles["condition"], roles["role"], roles["moved_questions"], strict=True) if role == CAUSAL})
     return metrics
+
+
+# What the metrics read of a scored record (prism.metrics, prism.consistency), and with label
+# probabilities also what prism.likelihood_metrics reads.
+METRIC_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "method")
+LIKELIHOOD_COLUMNS: tuple[str, ...] = ("likelihood_answer", "likelihood_correct", "label_mass", "option_probs")
+# What bias_cells reads of a record with a likelihood answer.
+_BIAS_KEYS: tuple[str, ...] = ("question_id", "condition", "repetition", "label_probs", "likelihood_answer", "answer",
+                               "correct_answer", "error")
+_ABSENT = object()
+
+
+class MetricColumns:
+    """The columns of scored records that the metrics read, gathered a record at a time.
+
+    :meth:`frame` is exactly ``pandas.DataFrame(records)`` restricted to those columns (a key some records
+    lack is NaN there, as pandas makes it), at a few dozen bytes a record instead of the records: repeated
+    strings (ids, conditions, answers, methods) are kept once.
+    """
+
+    def __init__(self) -> None:
+        """No records yet."""
+        self._columns: dict[str, list[Any]] = {name: [] for name in (*METRIC_COLUMNS, *LIKELIHOOD_COLUMNS)}
+        self._present: set[str] = set()
+        self._strings: dict[str, str] = {}
+        self.label_probs = False
+        """Whether any record came from a run with label probabilities (it has ``label_probs_source``)."""
+        self.bias_records: list[dict[str, Any]] = []
+        """What the position-bias table reads of each observed record with a likelihood answer."""
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Keep what the metrics read of one scored record (its JSON)."""
+        strings = self._strings
+        for name, values in self._columns.items():
+            value = record.get(name, _ABSENT)
+            if value is _ABSENT:
+                values.append(_ABSENT)
+                continue
+            self._present.add(name)
+            values.append(strings.setdefault(value, value) if isinstance(value, str) else value)
+        if "label_probs_source" in record:
+            self.label_probs = True
+        if record.get("error") is None and record.get("likelihood_answer") is not None:
+            self.bias_records.append({key: record.get(key) for key in _BIAS_KEYS})
+
+    def frame(self) -> pd.DataFrame:
+        """The gathered columns as pandas builds them from the records (columns no record had are left out)."""
+        data = {}
+        for name, values in self._columns.items():
+            if name in self._present:
+                for i, value in enumerate(values):
+                    if value is _ABSENT:
+                        values[i] = float("nan")
+                data[name] = values
+        return pd.DataFrame(data)
 
 
 def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequence[Mapping[str, Any]],

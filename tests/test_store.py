@@ -111,3 +111,66 @@ def test_backend_settings_enter_the_key_only_when_given() -> None:
     assert store_key("llamacpp", "d", "p", GEN, 0, {"n_ctx": 4096}) != store_key("llamacpp", "d", "p", GEN, 0)
     assert store_key("llamacpp", "d", "p", GEN, 0, {"n_ctx": 4096}) != store_key("llamacpp", "d", "p", GEN, 0,
                                                                                   {"n_ctx": 8192})
+
+
+def test_get_many_reads_a_batch_with_its_producers_and_checks_every_checksum(tmp_path: Path) -> None:
+    store = CompletionStore(tmp_path / "s.sqlite")
+    for i in range(1200):  # more than one query's worth of keys
+        put(store, f"k{i}", f"R{i}")
+    keys = [f"k{i}" for i in range(0, 1300, 3)]
+    found = store.get_many(keys)
+    assert found == {k: ({"response": f"R{k[1:]}"}, "run1") for k in keys if int(k[1:]) < 1200}
+    store.close()
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    db.execute("UPDATE completions SET record = ? WHERE key = 'k3'", (json.dumps({"response": "D"}),))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match=r"k3 .* does not match its checksum"):
+        CompletionStore(tmp_path / "s.sqlite").get_many(["k0", "k3"])
+
+
+def _counting_fsync(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    import os
+
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_response_log_fsyncs_each_record_by_default_and_by_interval_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_fsync(monkeypatch)
+    log = ResponseLog(tmp_path / "each.jsonl")
+    offsets = [log.append({"a": i}) for i in range(3)]
+    assert len(calls) == 3 and offsets == [0, 9, 18] and log.last_offset == 18
+    log.append({"a": 3}, durable=False)  # already durable elsewhere: no fsync of its own
+    assert len(calls) == 3
+    log.close()  # ... until the log is closed
+    assert len(calls) == 4
+    calls.clear()
+    log = ResponseLog(tmp_path / "interval.jsonl", sync_interval_s=3600)
+    for i in range(100):
+        log.append({"a": i})
+    assert calls == []  # every record reached the OS (a killed process loses none) ...
+    assert [r["a"] for r in read_jsonl(tmp_path / "interval.jsonl")] == list(range(100))
+    log.close()
+    assert len(calls) == 1  # ... and all are on disk at close
+
+
+def test_a_store_with_a_sync_interval_keeps_every_commit_for_the_next_process(tmp_path: Path) -> None:
+    store = CompletionStore(tmp_path / "s.sqlite", sync_interval_s=3600)
+    for i in range(50):
+        put(store, f"k{i}", f"R{i}")
+    # Another connection (a resumed run after a kill) sees every committed completion at once.
+    other = CompletionStore(tmp_path / "s.sqlite")
+    assert other.get("k49") == {"response": "R49"}
+    other.close()
+    store.close()
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM completions").fetchone() == (50,)

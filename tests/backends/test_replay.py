@@ -83,3 +83,42 @@ def test_replay_lines_may_say_why_generation_stopped(tmp_path: Path) -> None:
     bad = write(tmp_path / "bad.jsonl", [line])
     with pytest.raises(BackendError, match=r"bad.jsonl:1: finish_reason must be a string"):
         read_replay_file(bad)
+
+
+def test_the_index_finds_every_cell_even_when_cell_hashes_collide(tmp_path: Path, monkeypatch) -> None:
+    from prism.backends import replay
+
+    lines = [json.dumps({"question_id": f"q{i}", "condition": c, "repetition": r, "response": f"{i}{c}{r}"})
+             for i in range(5) for c in ("P0", "P1") for r in (0, 1)]
+    path = write(tmp_path / "r.jsonl", ["", *lines, ""])  # blank lines are skipped, as before
+    monkeypatch.setattr(replay, "_cell_hash", lambda key: 7)  # every cell on one hash: lookups must compare keys
+    backend = create_backend(ReplayModelConfig(path=str(path), name="x"))
+    for i in range(5):
+        for c in ("P0", "P1"):
+            assert [backend.generate(request(f"q{i}", c, r)).text for r in (0, 1)] == [f"{i}{c}0", f"{i}{c}1"]
+    with pytest.raises(BackendError, match="no response for question_id='q9'"):
+        backend.generate(request("q9", "P0"))
+    backend.close()
+    assert backend.identity().digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_repeated_cell_is_named_by_its_first_repeat_in_file_order(tmp_path: Path, monkeypatch) -> None:
+    from prism.backends import replay
+
+    cell = {"question_id": "q", "condition": "P0", "response": "A"}
+    other = {"question_id": "r", "condition": "P0", "response": "A"}
+    path = write(tmp_path / "r.jsonl", [json.dumps(other), json.dumps(cell), json.dumps(cell), json.dumps(other)])
+    monkeypatch.setattr(replay, "_cell_hash", lambda key: 1)  # and a collision between the two cells
+    with pytest.raises(BackendError, match=r"r.jsonl:3 repeats the cell \('q', 'P0', 0\)"):
+        create_backend(ReplayModelConfig(path=str(path), name="x"))
+
+
+def test_read_replay_file_gives_every_line_by_cell(tmp_path: Path) -> None:
+    from prism.backends.replay import read_replay_file
+    from prism.records import CellKey
+
+    path = write(tmp_path / "r.jsonl", [json.dumps({"question_id": "q", "condition": "P0", "response": "A"}),
+                                        json.dumps({"question_id": "q", "condition": "P1", "error": "x"})])
+    table = read_replay_file(path)
+    assert list(table) == [CellKey("q", "P0", 0), CellKey("q", "P1", 0)]
+    assert table[CellKey("q", "P1", 0)]["error"] == "x"
