@@ -172,9 +172,10 @@ class MetricColumns:
 
     def __init__(self) -> None:
         """No records yet."""
-        self._columns: dict[str, list[Any]] = {name: [] for name in (*METRIC_COLUMNS, *LIKELIHOOD_COLUMNS)}
+        self._columns: dict[str, list[Any]] = {name: [] for name in METRIC_COLUMNS}
         self._present: set[str] = set()
         self._strings: dict[str, str] = {}
+        self._n = 0
         self.label_probs = False
         """Whether any record came from a run with label probabilities (it has ``label_probs_source``)."""
         self.bias_records: list[dict[str, Any]] = []
@@ -183,6 +184,10 @@ class MetricColumns:
     def add(self, record: Mapping[str, Any]) -> None:
         """Keep what the metrics read of one scored record (its JSON)."""
         strings = self._strings
+        for name in LIKELIHOOD_COLUMNS:  # a column only once some record has it: most runs have none
+            if name not in self._columns and name in record:
+                self._columns[name] = [_ABSENT] * self._n
+        self._n += 1
         for name, values in self._columns.items():
             value = record.get(name, _ABSENT)
             if value is _ABSENT:
