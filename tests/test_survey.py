@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, run_overrides
+from conftest import compose, compose_config, run_overrides
 
 from prism.metrics import NO_KEY
 from prism.pipeline import run
@@ -83,6 +83,11 @@ def test_survey_run_logs_no_accuracy_and_computes_consistency(tmp_path: Path, da
     summary = format_summary(result.metrics, CONDITIONS)
     assert f"question majority accuracy:        {NO_KEY}" in summary
     assert f"prompt-invariant incorrect:        {NO_KEY}" in summary
+    # The table says why once, in its header, and keeps its columns aligned: "n/a" under accuracy.
+    header, first = summary.splitlines()[:2]
+    assert f"(accuracy: {NO_KEY})" in header and NO_KEY not in first
+    assert first.split() == ["P0", "n/a", first.split()[2], first.split()[3]]
+    assert first.index("n/a") + len("n/a") == header.index("accuracy") + len("accuracy")
 
 
 SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" / "conditions").glob("*.yaml"))
@@ -144,3 +149,53 @@ def test_the_conditions_that_reorder_an_ordered_scale_are_named() -> None:
     robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
     assert reordering_conditions(robustness) == ["reverse", "rotate", "swap_ends", "shuffle"]
     assert reordering_conditions(condition_set_from_config(compose_config([]).conditions)) == []
+
+
+def survey_run(tmp_path: Path, data_dir: Path, items: Path, name: str, answers: dict[str, list[str]],
+               *extra: str) -> str:
+    """A scripted replay run of ``name`` on the synthetic survey items; each line carries label probabilities."""
+    replay = tmp_path / f"{name}.jsonl"
+    lines = []
+    for qid, responses in answers.items():
+        for condition, response in zip(CONDITIONS, responses, strict=True):
+            probs = {label: 0.1 for label in "ABCD"}
+            probs[response if response in probs else "A"] = 0.7
+            lines.append({"question_id": qid, "condition": condition, "response": response, "label_probs": probs})
+    replay.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    overrides = [*run_overrides(tmp_path, data_dir), *survey_overrides(items), "model=replay",
+                 f"model.path={replay}", f"model.name={name}", "generation.label_probs=true", *extra]
+    return run(compose_config(overrides), output_dir=tmp_path / f"out-{name}").run_id
+
+
+def test_the_comparison_report_says_no_answer_key_where_accuracy_cannot_exist(tmp_path: Path,
+                                                                              data_dir: Path) -> None:
+    import re
+
+    from prism.compare.core import compare
+    from prism.compare.terminal import format_comparison
+    from prism.config import CompareConfig, to_schema
+
+    items = write_items(tmp_path)
+    first = survey_run(tmp_path, data_dir, items, "alpha",
+                       {"0": ["C", "C", "C", "D", "C"], "1": ["A", "B", "A", "A", "A"], "2": ["D"] * 5})
+    second = survey_run(tmp_path, data_dir, items, "beta",
+                        {"0": ["C", "D", "C", "D", "C"], "1": ["A"] * 5, "2": ["D", "D", "hmm", "D", "D"]})
+    cfg = to_schema(compose("compare", [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", "bootstrap=50",
+                                        f"runs=[{first},{second}]"]), CompareConfig)
+    result = compare(cfg, output_dir=tmp_path / "cmp")
+
+    readings = result.tables["readings"]
+    assert readings["accuracy"].isna().all() and readings["likelihood_accuracy"].isna().all()
+    assert readings["reading_agreement"].notna().all()  # the readings themselves are still compared
+    page = (tmp_path / "cmp" / "comparison" / "report.html").read_text(encoding="utf-8")
+    sensitivity = page.split('id="sensitivity"')[1].split("</section>")[0]
+    # Per model and condition: accuracy, delta, McNemar p and Holm p say so; the flip rate is a number.
+    assert sensitivity.count(NO_KEY) == 2 * len(CONDITIONS) * 4
+    assert re.search(r"<td>P1</td>(<td[^>]*>n/a \(no answer key\)</td>){2}<td class=\"num\">0\.\d\d", sensitivity)
+    cards = page.split('id="readings"')[1].split("</section>")[0]
+    assert cards.count(f'<td class="num">{NO_KEY}</td>') == 2 * 2 and "not read: no answer key" in cards
+    divergence = page.split('id="divergence"')[1].split("</section>")[0]
+    assert NO_KEY in divergence
+    summary = page.split('id="summary"')[1].split("</section>")[0]
+    assert f"its accuracy is {NO_KEY}" in summary and "Accuracy under" not in summary
+    assert NO_KEY in format_comparison(result)

@@ -154,4 +154,16 @@ def model_numbers(item: RunEvidence, n_boot: int, seed: int) -> ModelNumbers:
                       else Estimate.undefined())
     accuracy, agreement, invariant = values
     return ModelNumbers(item.run.label, accuracy, agreement, invariant,
-                        item.metrics.get("answer_recovery_rate", math.nan))
+                        item.metrics.get("answer_recovery_rate", math.nan), no_key=has_no_key(item))
+
+
+def has_no_key(item: RunEvidence) -> bool:
+    """Whether the run's items have no answer key: its keyed metrics are absent from MLflow by design.
+
+    Read from the run's ``dataset.answer_format`` (``none``) or ``dataset.type`` (``subjective``) params,
+    else from what it logged: no accuracy beside an answer recovery rate.
+    """
+    params = item.run.params
+    if params.get("dataset.answer_format") == "none" or params.get("dataset.type") == "subjective":
+        return True
+    return "accuracy" not in item.metrics and "answer_recovery_rate" in item.metrics

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from prism.compare.tables import ModelCells
+from prism.compare.tables import ModelCells, has_key
 from prism.likelihood_metrics import likelihood_condition_table
 
 READINGS_COLUMNS = ("model", "condition", "n", "n_label_probs", "accuracy", "likelihood_accuracy",
@@ -32,13 +32,16 @@ def readings_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
 
     Returns:
         Columns :data:`READINGS_COLUMNS` (see :func:`prism.likelihood_metrics.likelihood_condition_table`;
-        ``n`` is the observed cells), runs without probabilities left out.
+        ``n`` is the observed cells), runs without probabilities left out. A run whose items have no answer
+        key has both accuracies empty (NaN), never 0.
     """
     frames = []
     for model in models:
         if not has_probabilities(model):
             continue
         table = likelihood_condition_table(model.cells.assign(error=None), model.conditions, baseline)
+        if not has_key(model):  # compare reads a null ``correct`` as False: no key is not "all wrong"
+            table[["accuracy", "likelihood_accuracy"]] = math.nan
         frames.append(table.rename(columns={"n_observed": "n"}).assign(model=model.label))
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in READINGS_COLUMNS})

@@ -214,5 +214,6 @@ def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
             else f"condition term: {result.condition_term}")
     result.notes.insert(0, f"{result.n_responses} non-baseline responses in {result.n_clusters} question "
                            f"clusters; {term}; binomial GEE (logit), exchangeable working correlation, "
-                           "bias-reduced sandwich covariance")
+                           "bias-reduced sandwich covariance, p from Hotelling's T-squared reference (F with the "
+                           "question clusters' degrees of freedom)")
     return result.table()

@@ -57,6 +57,8 @@ class ModelNumbers:
         agreement: ``mean_agreement`` with its interval.
         invariant_incorrect: ``prompt_invariant_incorrect_rate`` with its interval.
         recovery: ``answer_recovery_rate`` (NaN when not logged).
+        no_key: The items have no answer key (survey items): the two keyed numbers cannot exist, and are
+            shown as "n/a (no answer key)" rather than as undefined.
     """
 
     label: str
@@ -64,6 +66,7 @@ class ModelNumbers:
     agreement: Estimate
     invariant_incorrect: Estimate
     recovery: float
+    no_key: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,14 @@ def read_patterns(numbers: ModelNumbers, thresholds: Thresholds = THRESHOLDS) ->
     """
     acc, agree, wrong = (numbers.majority_accuracy.value, numbers.agreement.value,
                          numbers.invariant_incorrect.value)
+    keyed = ("Question-majority accuracy", "The prompt-invariant incorrect rate")
     cautions = [f"{name} is undefined for this run, so the patterns that use it are not read."
                 for name, value in (("Question-majority accuracy", acc), ("Mean agreement", agree),
-                                    ("The prompt-invariant incorrect rate", wrong)) if math.isnan(value)]
+                                    ("The prompt-invariant incorrect rate", wrong))
+                if math.isnan(value) and not (numbers.no_key and name in keyed)]
+    if numbers.no_key:
+        cautions.insert(0, "The items have no answer key: question-majority accuracy and the prompt-invariant "
+                           "incorrect rate are n/a (no answer key), so only how much the answers agree is read.")
     if numbers.recovery == 0:
         cautions.append("No response had a recoverable answer: none named an option in a form the parser "
                         "recognises, so every answer is UNKNOWN.")
@@ -143,19 +151,27 @@ def question_estimates(question_metrics: pd.DataFrame, *, n_boot: int, seed: int
     :func:`prism.metrics.summary_metrics` does, so the point values equal the run's logged metrics.
 
     Returns:
-        ``question_majority_accuracy``, ``mean_agreement`` and ``prompt_invariant_incorrect_rate``.
+        ``question_majority_accuracy``, ``mean_agreement`` and ``prompt_invariant_incorrect_rate``; the first
+        and last undefined when the items have no answer key (both keyed columns empty), never a 0.
     """
     frame = question_metrics.copy()
+    # Items without an answer key leave both keyed columns empty: those two numbers do not exist.
+    keyless = all(column not in frame or frame[column].isna().all()
+                  for column in ("majority_correct", "invariant_incorrect"))
     for column in ("majority_correct", "invariant_incorrect"):
         # pandas reads the CSV's True/False as bool, but a column of one kind of missing value as object.
         frame[column] = frame[column].astype(str).str.lower().eq("true").astype(float)
     per_question = frame.groupby("question_id", sort=False).agg(
         majority=("majority_correct", "mean"), wrong=("invariant_incorrect", "mean"), agreement=("agreement", "mean"))
     agreed = per_question["agreement"].dropna()
+    estimates = {"mean_agreement": stats.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
+    if keyless:
+        return {**estimates, "question_majority_accuracy": Estimate.undefined(),
+                "prompt_invariant_incorrect_rate": Estimate.undefined()}
     return {
         "question_majority_accuracy": stats.pooled_rate(per_question["majority"], per_question.index, n_boot=n_boot,
                                                         seed=seed),
-        "mean_agreement": stats.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed),
+        **estimates,
         "prompt_invariant_incorrect_rate": stats.pooled_rate(per_question["wrong"], per_question.index,
                                                              n_boot=n_boot, seed=seed),
     }

@@ -27,7 +27,7 @@ from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
-from prism.formatting import number, p_value
+from prism.formatting import NO_KEY, number, p_value
 from prism.parsing import UNKNOWN_METHODS
 from prism.stats import SIGNIFICANCE
 
@@ -127,8 +127,12 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
         pattern = (f"reads as {' and also '.join(f'“{p}”' for p in reading.patterns)}" if reading.patterns
                    else "fits none of the four patterns" if reading.gap else "cannot be read as a pattern")
         acc, agree = model.majority_accuracy, model.agreement
-        parts: list[Part] = [("strong", model.label), ("text", f" {pattern}: the majority answer is right on "),
-                             ("ci", acc.value, acc.ci_low, acc.ci_high, False), ("text", " of questions")]
+        parts: list[Part] = [("strong", model.label)]
+        if model.no_key:
+            parts.append(("text", f" {pattern}: its items have no answer key, so its accuracy is {NO_KEY}"))
+        else:
+            parts += [("text", f" {pattern}: the majority answer is right on "),
+                      ("ci", acc.value, acc.ci_low, acc.ci_high, False), ("text", " of questions")]
         parts += ([("text", " and answers agree across conditions at "),
                    ("ci", agree.value, agree.ci_low, agree.ci_high, False), ("text", ".")]
                   if not math.isnan(agree.value) else [("text", "; no answer was recovered to compare across "
@@ -136,10 +140,14 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
         if not math.isnan(model.recovery) and model.recovery < THRESHOLDS.recovery:
             parts.append(("text", f" Only {model.recovery:.0%} of its responses had a recoverable answer"
                                   f"{unknown_methods(item.metrics)}."))
-        if not base.empty:
+        if not base.empty and not model.no_key:
             parts.append(("text", f" Accuracy under {context.baseline}: {number(base['accuracy'].iloc[0])}."))
         if not others.empty and float(others["flip_rate"].fillna(0).max()) == 0.0:
             parts.append(("text", f" No condition changed any answer given under {context.baseline}."))
+        elif not others.empty and model.no_key:
+            top = others.iloc[int(others["flip_rate"].fillna(-1.0).to_numpy().argmax())]
+            parts += [("text", f" Largest change: {top['condition']}, flip rate "),
+                      ("ci", top["flip_rate"], top["flip_ci_low"], top["flip_ci_high"], False), ("text", ".")]
         elif not others.empty:
             top = others.iloc[0]  # ranked by effect size
             parts += [("text", f" Largest change: {top['condition']}, accuracy "),

@@ -27,7 +27,7 @@ import yaml
 from prism.compare.evidence import ReportContext, RunEvidence
 from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
 from prism.compare.select import RunSummary
-from prism.compare.tables import POOLED
+from prism.compare.tables import POOLED, keyless_labels
 from prism.formatting import missing
 from prism.stats import SIGNIFICANCE
 
@@ -112,7 +112,8 @@ def reading_cards(numbers: Sequence[ModelNumbers], readings: Sequence[Reading]) 
     for number, reading in zip(numbers, readings, strict=True):
         undefined = any(math.isnan(e.value) for e in (number.majority_accuracy, number.agreement,
                                                         number.invariant_incorrect))
-        badges = reading.patterns or ("not read: a number is undefined" if undefined
+        badges = reading.patterns or ("not read: no answer key" if number.no_key
+                                      else "not read: a number is undefined" if undefined
                                       else "none of the four patterns fits",)
         firmness = [f"Borderline: {note}, so this part of the reading could change with another sample of "
                     "questions." for note in reading.borderline]
@@ -131,23 +132,35 @@ def figure_uri(figures: Sequence[Path], name: str) -> str | None:
 
 
 def sensitivity_models(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Per model, its sensitivity rows with the accuracy interval and whether the Holm p is significant."""
+    """Per model, its sensitivity rows with the accuracy interval and whether the Holm p is significant.
+
+    Each row's ``no_key`` says the run's items have no answer key: its accuracy, delta and McNemar test
+    are "n/a (no answer key)" on the page, not undefined.
+    """
     intervals = {(str(r["model"]), str(r["condition"])): (r["ci_low"], r["ci_high"])
                  for r in tables["accuracy"].to_dict("records")}
+    keyless = keyless_labels(tables["accuracy"])
     models = []
     for model, rows in tables["sensitivity"].groupby("model", sort=False):
         shown = []
         for r in _records(rows):
             low, high = intervals.get((str(model), str(r["condition"])), (None, None))
             significant = not missing(r["mcnemar_p_holm"]) and float(r["mcnemar_p_holm"]) < SIGNIFICANCE
-            shown.append({**r, "accuracy_ci_low": low, "accuracy_ci_high": high, "significant": significant})
+            shown.append({**r, "accuracy_ci_low": low, "accuracy_ci_high": high, "significant": significant,
+                          "no_key": str(model) in keyless})
         models.append((str(model), shown))
     return models
 
 
 def divergence_pairs(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, list[dict[str, Any]]]]:
-    """Per pair of models, its divergence rows (each marked ``pooled`` when it is the row over all conditions)."""
-    return [(str(a), str(b), [{**r, "pooled": r["condition"] == POOLED} for r in _records(rows)])
+    """Per pair of models, its divergence rows (each marked ``pooled`` when it is the row over all conditions).
+
+    ``no_key`` marks the rows of a pair with a run whose items have no answer key: who is right does not
+    exist there, so the four right/wrong counts are "n/a (no answer key)".
+    """
+    keyless = keyless_labels(tables["accuracy"]) if "accuracy" in tables else set()
+    return [(str(a), str(b), [{**r, "pooled": r["condition"] == POOLED, "no_key": bool({str(a), str(b)} & keyless)}
+                              for r in _records(rows)])
             for (a, b), rows in tables["divergence"].groupby(["model_a", "model_b"], sort=False)]
 
 

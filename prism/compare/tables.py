@@ -83,6 +83,11 @@ def has_key(model: ModelCells) -> bool:
     return not (len(model.cells) and model.cells["correct_answer"].isna().all())
 
 
+def keyless_labels(accuracy: pd.DataFrame) -> set[str]:
+    """Runs whose items have no answer key: cells observed, yet no accuracy (:func:`accuracy_table`)."""
+    return {str(m) for m in accuracy.loc[(accuracy["n"] > 0) & accuracy["accuracy"].isna(), "model"]}
+
+
 def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
     """Accuracy per model and condition over observed cells, with a bootstrap interval over questions.
 

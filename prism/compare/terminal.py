@@ -14,7 +14,7 @@ import pandas as pd
 from prism import formatting
 from prism.compare.core import ComparisonResult
 from prism.compare.select import RunSummary
-from prism.compare.tables import cap_note, pairing_note
+from prism.compare.tables import cap_note, keyless_labels, pairing_note
 from prism.metrics import NO_KEY
 from prism.stats import SIGNIFICANCE
 
@@ -191,7 +191,7 @@ def format_gee(table: pd.DataFrame) -> str:
 
 def keyless_models(accuracy: pd.DataFrame) -> set[str]:
     """Models whose runs have no answer key: cells observed, yet no accuracy (``tables.accuracy_table``)."""
-    return set(accuracy.loc[(accuracy["n"] > 0) & accuracy["accuracy"].isna(), "model"])
+    return keyless_labels(accuracy)
 
 
 def format_comparison(result: ComparisonResult) -> str:

@@ -158,7 +158,7 @@ def reading_numbers(row: Row) -> ModelNumbers:
 
     return ModelNumbers(row.item.run.label, estimate("question_majority_accuracy"), estimate("mean_agreement"),
                         estimate("prompt_invariant_incorrect_rate"),
-                        row.item.metrics.get("answer_recovery_rate", math.nan))
+                        row.item.metrics.get("answer_recovery_rate", math.nan), no_key=has_no_key(row.item))
 
 
 @dataclass(frozen=True)
