@@ -285,7 +285,9 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         invariant = [name for name in conditions if name not in causal]
         lines += [f"causal conditions (a step moved the correct answer): {', '.join(causal)}; their accuracy is "
                   "against the moved key, and prism-compare reads them through their roles (comparison/roles.csv).",
-                  f"the question-level metrics below are over the invariant conditions only: {', '.join(invariant)}"]
+                  f"the question-level metrics below are over the invariant conditions only: {', '.join(invariant)}"
+                  + (" (one condition: agreement across it is complete by construction)" if len(invariant) == 1
+                     else "")]
     lines += [
         f"questions: {int(metrics['n_questions'])} frozen, {int(metrics['complete_questions'])} complete; "
         f"responses observed: {int(metrics['n_responses'])}",
