@@ -147,3 +147,17 @@ def test_identical_question_clusters_give_a_singular_sandwich_and_no_numbers() -
     result = fit(pd.DataFrame(rows, columns=COLUMNS))
     assert not result.fitted and "cluster-robust covariance of the condition coefficients is singular" in (
         result.failure or "")
+
+
+def test_wald_p_is_hotellings_reference_and_refuses_too_few_clusters() -> None:
+    from scipy.stats import chi2, t
+
+    # One coefficient: F(1, G - 1) of W = t^2 is the two-sided t test on G - 1 degrees of freedom.
+    assert gee.wald_p(4.0, 1, 30) == pytest.approx(2 * t.sf(2.0, 29))
+    # Many clusters: the chi-square reference it corrects.
+    assert gee.wald_p(25.0, 15, 10**7) == pytest.approx(chi2.sf(25.0, 15), rel=1e-3)
+    # Few clusters: the same statistic is far weaker evidence than chi-square says.
+    assert gee.wald_p(30.0, 15, 30) > 10 * chi2.sf(30.0, 15)
+    with pytest.raises(ValueError, match="15 coefficients need more than 15 question clusters for a test; there "
+                                         "are 15"):
+        gee.wald_p(30.0, 15, 15)
