@@ -30,6 +30,7 @@ BENCHMARKS = {
     "compare": "benchmarks.compare_scale",
     "concurrency": "benchmarks.concurrency",
     "label_probs": "benchmarks.label_probs",
+    "label_probs_run": "benchmarks.label_probs_run",
     "parser": "benchmarks.parser",
     "publish": "benchmarks.publish_site",
 }

@@ -141,6 +141,11 @@ def _pct(value: float | None) -> str:
     return percent(value, 1, dash="n/a").rjust(6)
 
 
+def _cell(value: float | None) -> str:
+    """A rate in a table column: the header already says why a keyless run's accuracy is absent."""
+    return "n/a" if value is None else _pct(value)
+
+
 def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> str:
     """The terminal summary: a per-condition table, then the question-level metrics."""
     width = max([10, *(len(name) for name in conditions)])  # perturbation variants have long names
@@ -149,12 +154,12 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         lines[0] += f"   (accuracy: {NO_KEY})"
     for name in conditions:
         lines.append(
-            f"{name:<{width}} {_pct(metrics.get(f'accuracy/{name}')):>9} "
+            f"{name:<{width}} {_cell(metrics.get(f'accuracy/{name}')):>9} "
             f"{_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
             f"{_pct(metrics[f'instruction_compliance_rate/{name}']):>10}"
         )
     lines.append(
-        f"{'all':<{width}} {_pct(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
+        f"{'all':<{width}} {_cell(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
         f"{_pct(metrics['instruction_compliance_rate']):>10}"
     )
     lines += [

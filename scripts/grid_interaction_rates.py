@@ -3,11 +3,16 @@
 Simulates the responses of a ``labels x option_order`` grid (by default the full 5 x 5 one: 24 cells
 besides the baseline) on synthetic question clusters and fits the GEE of ``comparison/gee_wald.csv``
 (:func:`prism.compare.noise.gee_table`) to each simulated run, then prints the share of runs whose
-``labels:option_order`` Wald test rejects at 5%. Responses: question intercept u ~ N(0, 0.5) on the logit
-of keeping the baseline's answer, a main effect per axis value, and (when planted) an extra ``--effect``
-in the single cell ``labels.numbers__option_order.reverse``; the baseline cell always gives the key.
+``labels:option_order`` Wald test rejects at 5%, twice from the same fit: with the p-value the table
+reports (Hotelling's T-squared reference, F with the question clusters' degrees of freedom) and with the
+chi-square reference that table used before (``scipy.stats.chi2.sf`` of its chi2 and df).
+
+Responses: question intercept u ~ N(0, 0.5) on the logit of keeping the baseline's answer, a main effect
+per axis value, and (when planted) an extra ``--effect`` in the single cell
+``labels.numbers__option_order.reverse``; the baseline cell always gives the key.
 
     PYTHONPATH=. python scripts/grid_interaction_rates.py --seeds 100 --questions 30 --repetitions 3
+    PYTHONPATH=. python scripts/grid_interaction_rates.py --labels numbers --orders reverse,rotate  # 2 x 3
 
 A run the model could not fit (separation, a singular covariance) is counted apart, not as a rejection.
 """
@@ -20,6 +25,7 @@ import time
 
 import numpy as np
 import pandas as pd
+from scipy.stats import chi2
 
 from prism.compare.noise import gee_table
 from prism.compare.tables import ModelCells
@@ -80,7 +86,7 @@ def main() -> None:
     print(f"grid {len(cs.conditions)} cells, {args.questions} questions, {args.repetitions} repetition(s), "
           f"{args.seeds} seeds per scenario")
     for name, effect in (("no interaction", 0.0), (f"planted {args.effect:+g} in one cell", args.effect)):
-        started, rejected, unfitted, df = time.perf_counter(), 0, 0, set()
+        started, rejected, by_chi2, unfitted, df = time.perf_counter(), 0, 0, 0, set()
         for seed in range(args.seeds):
             table = gee_table([simulate(cs, args.questions, args.repetitions, effect, 1000 + seed)], "P0")
             row = table[table["effect"] == "labels:option_order"]
@@ -89,10 +95,12 @@ def main() -> None:
                 continue
             df.add(int(row["df"].iloc[0]))
             rejected += bool(row["p"].iloc[0] < 0.05)
+            by_chi2 += bool(chi2.sf(row["chi2"].iloc[0], row["df"].iloc[0]) < 0.05)
         fitted = args.seeds - unfitted
-        rate = rejected / fitted if fitted else math.nan
-        print(f"{name:<28} rejected at 5%: {rejected}/{fitted} fitted ({rate:.3f}); not fitted: {unfitted}; "
-              f"interaction df {sorted(df)}; {time.perf_counter() - started:.0f} s")
+        rate, old = (rejected / fitted, by_chi2 / fitted) if fitted else (math.nan, math.nan)
+        print(f"{name:<28} rejected at 5%: {rejected}/{fitted} fitted ({rate:.3f}; chi-square reference "
+              f"{by_chi2}/{fitted}, {old:.3f}); not fitted: {unfitted}; interaction df {sorted(df)}; "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -65,15 +65,17 @@ def test_outcome_is_agreement_with_the_modal_baseline_answer_and_ties_are_left_o
 
 
 def test_planted_condition_effect_is_found() -> None:
-    # P4's logit 1.0 lower (consistency about 0.78 -> 0.62, 150 responses per condition in 30 clusters): the
-    # 3-df test's power at 5% is near 1 (20 seeded data sets: median p < 1e-4, largest 0.026), so each of 10
-    # seeded data sets must reject.
+    # P4's logit 1.0 lower (consistency about 0.78 -> 0.62, 150 responses per condition in 30 clusters): with
+    # the F(3, 27) reference the 3-df test rejects at 5% in 18 of 20 seeded data sets (median p 2e-4; the two
+    # others at 0.052 and 0.054), so at least 8 of these 10 must reject and most by far.
+    p = []
     for seed in range(10):
         result = fit(synthetic(1.0, seed))
         assert result.fitted and result.condition_term == "condition"
         (row,) = result.effects.itertuples(index=False)
         assert (row.effect, row.df) == ("condition", 3.0)
-        assert row.p < 0.05, (seed, row.p)
+        p.append(row.p)
+    assert sum(v < 0.05 for v in p) >= 8 and sorted(p)[4] < 1e-3, p
 
 
 def test_null_condition_effect_is_not_found_more_often_than_nominal() -> None:

@@ -83,6 +83,11 @@ def test_survey_run_logs_no_accuracy_and_computes_consistency(tmp_path: Path, da
     summary = format_summary(result.metrics, CONDITIONS)
     assert f"question majority accuracy:        {NO_KEY}" in summary
     assert f"prompt-invariant incorrect:        {NO_KEY}" in summary
+    # The table says why once, in its header, and keeps its columns aligned: "n/a" under accuracy.
+    header, first = summary.splitlines()[:2]
+    assert f"(accuracy: {NO_KEY})" in header and NO_KEY not in first
+    assert first.split() == ["P0", "n/a", first.split()[2], first.split()[3]]
+    assert first.index("n/a") + len("n/a") == header.index("accuracy") + len("accuracy")
 
 
 SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" / "conditions").glob("*.yaml"))

@@ -223,6 +223,7 @@ def gee_tables(models: Sequence[ModelCells], baseline: str) -> tuple[pd.DataFram
     outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline, axes), baseline, axes)
     term = (f"the grid's axes {', '.join(axes)} with two-way interactions" if axes
             else "condition term: {result.condition_term}")
-    header = ("{result.n_responses} non-baseline responses in {result.n_clusters} question clusters; "
-              + term + "; binomial GEE (logit), exchangeable working correlation, bias-reduced sandwich covariance")
+    header = ("{result.n_responses} non-baseline responses in {result.n_clusters} question clusters; " + term
+              + "; binomial GEE (logit), exchangeable working correlation, bias-reduced sandwich covariance, p from "
+              "Hotelling's T-squared reference (F with the question clusters' degrees of freedom)")
     return gee_fits.fit_all(outcomes, notes, axes, header), gee_fits.by_dataset(outcomes, axes)
