@@ -141,7 +141,8 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
 
     Returns:
         (outcomes, notes): one row per modelled response with ``consistent`` (0/1), ``model``,
-        ``condition``, ``family``, ``dataset``, ``cluster`` (dataset and question id) and the ``axes``
+        ``condition``, ``family``, ``dataset``, ``dataset_type`` (the optional column of ``responses``, else
+        ``objective``), ``cluster`` (dataset and question id) and the ``axes``
         columns; and sentences about the responses left out (baseline ties, no baseline response).
     """
     keys = ["run", "question_id"]
@@ -170,6 +171,9 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
         "condition": kept["condition"].astype(str).to_numpy(),
         "family": kept["family"].astype(str).to_numpy(),
         "dataset": kept["dataset"].astype(str).to_numpy(),
+        # Optional in ``responses``: a run without a recorded type is objective, as its dataset config says.
+        "dataset_type": (kept["dataset_type"].astype(str).to_numpy() if "dataset_type" in kept
+                         else np.full(len(kept), "objective", dtype=object)),
         "cluster": (kept["dataset"].astype(str) + "/" + kept["question_id"].astype(str)).to_numpy(),
         **{axis: kept[axis].astype(str).to_numpy() for axis in axes},
     })
@@ -262,7 +266,8 @@ def _separated_cells(outcomes: pd.DataFrame, terms: Sequence[str]) -> list[str]:
     return []
 
 
-def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes: Sequence[str] = ()) -> GeeResult:
+def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes: Sequence[str] = (),
+                        dataset_factors: Sequence[str] = ("dataset",)) -> GeeResult:
     """Fit the binomial GEE of consistency and test each effect with a global Wald chi-square.
 
     Args:
@@ -270,13 +275,15 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes:
         notes: Sentences to carry into the result (e.g. responses left out).
         axes: A grid's axes (columns of ``outcomes``): they replace the condition term, with two-way
             interactions only.
+        dataset_factors: The factors after the condition term (columns of ``outcomes``): ``dataset``, or
+            ``dataset_type`` in its place, both, or none (a fit within one dataset); see :mod:`prism.gee_fits`.
 
     Returns:
         The effects with chi2, df and p, or a result with ``fitted`` false and the reason in ``notes``.
     """
     families = list(dict.fromkeys(outcomes["family"])) if len(outcomes) else []
     condition_term = "axes" if axes else "family" if len(families) >= 2 else "condition"
-    factors = ["model", *axes, "dataset"] if axes else [condition_term if f == "condition" else f for f in FACTORS]
+    factors = ["model", *axes, *dataset_factors] if axes else ["model", condition_term, *dataset_factors]
     max_order = 2 if axes else 3
     result = GeeResult(_empty_effects(), notes=list(notes), condition_term=condition_term,
                        n_responses=len(outcomes), n_clusters=int(outcomes["cluster"].nunique()) if len(outcomes) else 0)

@@ -199,3 +199,24 @@ def test_the_comparison_report_says_no_answer_key_where_accuracy_cannot_exist(tm
     summary = page.split('id="summary"')[1].split("</section>")[0]
     assert f"its accuracy is {NO_KEY}" in summary and "Accuracy under" not in summary
     assert NO_KEY in format_comparison(result)
+
+
+def test_compare_says_which_conditions_reorder_an_ordered_scale() -> None:
+    import pandas as pd
+
+    from prism.compare.core import _reordered
+    from prism.compare.select import RunSummary
+    from prism.compare.tables import ModelCells, ordered_scale_notes
+    from prism.conditions import condition_set_from_config
+
+    robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
+    ordinal = RunSummary("r1", "FINISHED", 0, {"dataset.ordinal": "True"})
+    assert _reordered(ordinal, robustness) == ("reverse", "rotate", "swap_ends", "shuffle")
+    assert _reordered(RunSummary("r2", "FINISHED", 0, {"dataset.ordinal": "False"}), robustness) == ()
+    assert _reordered(ordinal, None) == ()  # no condition set to read: nothing said rather than guessed
+    models = [ModelCells("m@political_compass", "r1", tuple(robustness.names), pd.DataFrame(),
+                         dataset="political_compass", reordered=("reverse", "rotate")),
+              ModelCells("m@arc_challenge", "r2", tuple(robustness.names), pd.DataFrame(), dataset="arc_challenge")]
+    (note,) = ordered_scale_notes(models)
+    assert note.startswith("m@political_compass: political_compass is an ordered scale (dataset.ordinal=true), "
+                           "and reverse, rotate show its options out of their order")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from prism import gee, shifts, stats
+from prism import gee, gee_fits, shifts, stats
 from prism.compare.tables import ModelCells
 from prism.types import canonical_json
 
@@ -202,6 +202,7 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Seq
         families = {c: ("baseline" if c == baseline else model.families.get(c) or fallback) for c in model.conditions}
         frames.append(pd.DataFrame({
             "run": model.run_id, "model": model.model or model.label, "dataset": model.dataset or "?",
+            "dataset_type": model.dataset_type or "objective",
             "question_id": cells["question_id"].astype(str), "condition": cells["condition"].astype(str),
             "family": cells["condition"].map(families).fillna(fallback).astype(str),
             "category": cells["category"].astype(str),
@@ -214,17 +215,26 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Seq
 
 
 def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """The ``gee_wald`` table: the clustered model of consistency with its notes (:mod:`prism.gee`).
+    """The ``gee_wald`` table: the clustered model(s) of consistency with their notes (:mod:`prism.gee_fits`).
 
     Runs that are all grids over the same axes are modelled on those axes with their two-way interactions.
+    Runs on datasets of both types get a fit by dataset and one by dataset type, one after the other.
+    """
+    return gee_tables(models, baseline)[0]
+
+
+def gee_tables(models: Sequence[ModelCells], baseline: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``gee_wald`` (every planned fit, :func:`prism.gee_fits.fit_all`) and ``gee_by_dataset``.
+
+    Returns:
+        (gee_wald, gee_by_dataset): columns :data:`prism.gee_fits.FIT_COLUMNS` and
+        :data:`prism.gee_fits.BY_DATASET_COLUMNS`.
     """
     axes = grid_axes(models)
     outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline, axes), baseline, axes)
-    result = gee.fit_consistency_gee(outcomes, notes, axes)
     term = (f"the grid's axes {', '.join(axes)} with two-way interactions" if axes
-            else f"condition term: {result.condition_term}")
-    result.notes.insert(0, f"{result.n_responses} non-baseline responses in {result.n_clusters} question "
-                           f"clusters; {term}; binomial GEE (logit), exchangeable working correlation, "
-                           "bias-reduced sandwich covariance, p from Hotelling's T-squared reference (F with the "
-                           "question clusters' degrees of freedom)")
-    return result.table()
+            else "condition term: {result.condition_term}")
+    header = ("{result.n_responses} non-baseline responses in {result.n_clusters} question clusters; " + term
+              + "; binomial GEE (logit), exchangeable working correlation, bias-reduced sandwich covariance, p from "
+              "Hotelling's T-squared reference (F with the question clusters' degrees of freedom)")
+    return gee_fits.fit_all(outcomes, notes, axes, header), gee_fits.by_dataset(outcomes, axes)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from prism.compare import report_sections as sections
 from prism.compare.evidence import ReportContext, model_numbers
+from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
 from prism.compare.readout_sections import anchor, readout_context
 from prism.compare.select import RunSummary
@@ -89,6 +90,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  f"(commit {context.git_commit[:12]})",
         nav=sections.navigation(present), mismatches=context.mismatches,
         points=summary_points(tables, context, numbers, readings),
+        coverage=coverage_lines(tables.get("question_sets", pd.DataFrame())), notes=context.notes,
         cards=sections.reading_cards(numbers, readings), rules=sections.pattern_rules(THRESHOLDS),
         sensitivity_models=sections.sensitivity_models(tables), baseline=context.baseline, significance=SIGNIFICANCE,
         figures={"accuracy": sections.figure_uri(figures, "accuracy_heatmap.png"),
@@ -99,6 +101,9 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         role_rows=tables["roles"].to_dict("records") if len(tables.get("roles", ())) else [],
         role_note=roles_note(tables["roles"]) if len(tables.get("roles", ())) else "",
         divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
+        no_pairs=("No two compared runs are on the same frozen question set, so no cells pair: see the summary "
+                  "for which tables hold which runs." if len(runs) >= 2 else
+                  "One run was compared: there is no other model to diverge from."),
         difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
         total_differences=len(tables.get("differences", ())),
         pairing_note=pairing_note(tables), cap_note=cap_note(tables),
@@ -132,9 +137,16 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
     runs = [item.run for item in context.evidence]
     n_questions = int(max((item.metrics.get("n_questions", 0.0) for item in context.evidence), default=0))
     conditions = ", ".join(runs[0].conditions) if runs else ""
-    points: list[list[Part]] = [[("text", f"{len(runs)} run(s) on the same {n_questions} frozen "
-                                          f"{_common(runs, 'dataset.name')} questions, each asked under the conditions "
-                                          f"{conditions}; {context.baseline} is the baseline. Numbers are proportions "
+    question_sets = tables.get("question_sets", pd.DataFrame())
+    if len(question_sets) > 1:
+        where = "; ".join(f"{row['dataset']} ({row['dataset_type']}, {row['n_questions']} questions): {row['runs']}"
+                          for row in question_sets.to_dict("records"))
+        opening = (f"{len(runs)} runs on {len(question_sets)} frozen question sets -- {where} -- each asked under "
+                   f"the conditions {conditions}")
+    else:
+        opening = (f"{len(runs)} run(s) on the same {n_questions} frozen {_common(runs, 'dataset.name')} questions, "
+                   f"each asked under the conditions {conditions}")
+    points: list[list[Part]] = [[("text", f"{opening}; {context.baseline} is the baseline. Numbers are proportions "
                                           "with 95% intervals in brackets.")]]
     sensitivity = tables["sensitivity"]
     for item, model, reading in zip(context.evidence, numbers, readings, strict=True):
