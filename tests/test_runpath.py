@@ -124,7 +124,7 @@ def test_a_run_killed_at_half_its_cells_resumes_asking_only_what_the_store_lacks
     cells = 100 * 21 * 2
     assert figures["cells"] == cells
     assert cells // 2 <= figures["kill_stored"] < cells
-    assert figures["kill_logged"] <= figures["kill_stored"] <= figures["kill_logged"] + 1  # store first, then log
+    assert figures["kill_logged"] <= figures["kill_stored"]  # store first, then log: every logged cell is stored
     assert figures["resume_asked"] == cells - figures["kill_stored"]
     assert not list(workdir.glob("run_scale-*")), "the benchmark removes what it wrote"
 
