@@ -311,9 +311,9 @@ def test_default_selection_skips_running_comparison_and_older_question_sets(stor
 def test_filters_select_models_and_sweeps(store: Store) -> None:
     only_beta = store.compare("filters.models=[beta]", name="beta-only")
     assert [r.run_id for r in only_beta.runs] == [store.ids["beta"]]
-    # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles and clustered model, and the
-    # read-outs of one model (no divergence beyond noise).
-    assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "gee_wald", "scorecard",
+    # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles, roles and clustered models,
+    # and the read-outs of one model (no divergence beyond noise).
+    assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "roles", "gee_wald", "scorecard",
                                      "sensitivity_axes", "measure_agreement", "gee_by_dataset",
                                      "consistency_by_type"}
     assert store.compare(f"filters.sweep={store.sweep}", name="sweep").runs[1].run_id == store.ids["beta"]

@@ -14,6 +14,9 @@ has its own repetition noise. A response names the displayed label of the canoni
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from prism.compare.roles import ROLE_COLUMNS
 from prism.compare.terminal import format_comparison
 from prism.conditions import condition_set_from_config, render_keyed
 from prism.pipeline import run
+from prism.publish.site import run_page
 from prism.questions import Question, freeze_question_set
 from prism.summary import format_summary
 
@@ -145,3 +149,16 @@ def test_the_terminal_says_which_conditions_are_causal_and_what_the_question_met
     summary = format_summary(metrics, ["P0", NUMBERS, MISSING, BOTH])
     assert f"causal conditions (a step moved the correct answer): {MISSING}, {BOTH}" in summary
     assert f"over the invariant conditions only: P0, {NUMBERS}" in summary
+
+
+def test_the_published_run_page_names_each_condition_role(scenario: Any) -> None:
+    root, _, results = scenario
+    out = root / "site"
+    done = subprocess.run([sys.executable, "-m", "prism.publish", f"tracking.uri=sqlite:///{root}/mlflow.db",
+                           f"publish.out={out}", "bootstrap=50", f"hydra.run.dir={root / 'hydra'}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    text = (out / run_page(results["follower"].run_id)).read_text(encoding="utf-8")
+    rows = re.findall(r'<tr><th scope="row">([^<]+)</th><td>[^<]*</td><td>(causal|invariant)</td>', text)
+    assert dict(rows) == {"P0": "invariant", NUMBERS: "invariant", MISSING: "causal", BOTH: "causal"}
+    assert "question-level numbers above are over the invariant conditions only" in text

@@ -96,6 +96,8 @@ SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" /
 @pytest.mark.parametrize("name", SETS)
 def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
     from prism.conditions import condition_set_from_config, render
+    from prism.perturbations import PerturbationError
+    from prism.perturbations.missing import RemoveAnswer
     from prism.types import Question
 
     objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)
@@ -104,6 +106,11 @@ def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: 
     question = Question("0", "Synthetic statement.", tuple(SCALE), tuple("ABCD"), None, "survey", "test")
     closings = set()
     for condition in cs.conditions:
+        if any(isinstance(step, RemoveAnswer) for step in condition.steps or ()):
+            # The causal step removes the correct option: an item without one is refused, never asked.
+            with pytest.raises(PerturbationError, match="no answer key"):
+                render(question, condition, cs)
+            continue
         text = render(question, condition, cs).text
         assert "correct" not in text.lower(), (condition.name, text)
         closings.add(text.rstrip().splitlines()[-1].split(": ")[-1])  # fields_upper prefixes "ANSWER FORMAT: "
