@@ -227,7 +227,8 @@ def format_comparison(result: ComparisonResult) -> str:
                       "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
-                      "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]
+                      "global Wald chi-square per effect,\np from Hotelling's T-squared reference over the question "
+                      "clusters:", format_gee(tables["gee_wald"])]
     parts += ["", f"Comparison run {result.run_id} (experiment id {result.experiment_id}); files in "
                   f"{result.output_dir / 'comparison'}",
               f"Report page: {result.output_dir / 'comparison' / 'report.html'} (also in the run's artifacts)",
