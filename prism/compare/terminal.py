@@ -268,7 +268,8 @@ def format_comparison(result: ComparisonResult) -> str:
     parts += format_readouts(tables, result.n_boot)
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
-                      "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]
+                      "global Wald chi-square per effect,\np from Hotelling's T-squared reference over the question "
+                      "clusters:", format_gee(tables["gee_wald"])]
     by_dataset = tables.get("gee_by_dataset")
     if by_dataset is not None and by_dataset["dataset"].nunique() > 1:
         parts += ["", "Within each dataset (comparison/gee_by_dataset.csv): the same model on model and the "
