@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from backends.ollama_server import OllamaStub
 from conftest import CONF_DIR, REPO_ROOT, compose_config, fresh_mlflow, run_overrides
@@ -205,10 +206,16 @@ def test_dataset_text_reaches_the_model_literally_under_every_condition_set(craf
     sent = [(c["messages"][-1]["content"]) for c in stub.chats]
     logged = {json.loads(line)["prompt"] for line in (crafted / conditions / "responses/responses.jsonl").open()}
     assert set(sent) == logged  # the log holds exactly what the model was sent, control characters and all
+    # A causal condition removes the correct option on purpose (its role comes from the keys: results/roles.csv).
+    roles = pd.read_csv(crafted / conditions / "results" / "roles.csv")
+    causal = set(roles.loc[roles["role"] == "causal", "condition"])
+    answers = {q.question_id: q.options[q.labels.index(q.answer)] for q in frozen}
     for record in map(json.loads, (crafted / conditions / "responses/responses.jsonl").open()):
         qid = int(record["question_id"][1:])
         prompt = record["prompt"]
         for option in OPTIONS:
+            if record["condition"] in causal and f"{option} #{qid}" == answers[record["question_id"]]:
+                continue
             assert f"{option} #{qid}" in prompt, (record["condition"], option)
         if record["condition"] not in typo_conditions:
             assert f"{STEM} #{qid}" in prompt, record["condition"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import CONF_DIR, compose_config, compose_plain
 
-from prism.conditions import ConditionError, check_option_counts, condition_set_from_config, render
+from prism.conditions import ConditionError, check_option_counts, condition_set_from_config, render, render_keyed
 from prism.perturbations.labels import label_kind
 from prism.types import Question
 
@@ -51,12 +51,17 @@ def test_every_condition_renders_any_count_from_2_to_10(name: str, count: int) -
         check_option_counts(cs, [q])
         correct = q.options[answer]
         for condition in cs.conditions:
-            prompt = render(q, condition, cs)
+            prompt, key = render_keyed(q, condition, cs)
             assert len(prompt.displayed_labels) == count == len(set(prompt.displayed_labels))
-            assert Counter(prompt.displayed_options) == Counter(q.options)
-            assert sorted(prompt.canonical_labels) == sorted(q.labels)
-            position = prompt.canonical_labels.index(q.answer)
-            assert prompt.displayed_options[position] == correct
+            if key != q.answer:  # a causal step: the correct option replaced by one added last, the new key
+                assert Counter(prompt.displayed_options) - Counter(q.options) == Counter([prompt.displayed_options[-1]])
+                assert correct not in prompt.displayed_options and prompt.canonical_labels[-1] == key
+                assert key == "ABCDEFGHIJK"[count] and key not in q.labels
+            else:
+                assert Counter(prompt.displayed_options) == Counter(q.options)
+                assert sorted(prompt.canonical_labels) == sorted(q.labels)
+                position = prompt.canonical_labels.index(q.answer)
+                assert prompt.displayed_options[position] == correct
             kind = label_kind(prompt.displayed_labels)
             assert kind is not None and kind in prompt.text.rsplit("\n", 1)[-1]
 
