@@ -398,4 +398,4 @@ def run(ctx: Context) -> Section:
         f"(peak {large['resume_peak_rss_mib']:.0f} MiB), and its scored records equal the uninterrupted run's "
         "apart from `cached`, `timestamp` and `latency_s`.",
     ]
-    return Section("10. A run at scale", COMMAND, body, figures)
+    return Section("12. A run at scale", COMMAND, body, figures)

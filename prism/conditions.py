@@ -26,9 +26,10 @@ from prism import grid
 from prism.axes import Axis, Member, axes_of
 from prism.config import ConditionsConfig, as_plain
 from prism.errors import PrismError
-from prism.perturbations import Format, Library, SpecError, Step, build_prompt, make_step
-from prism.perturbations.build import SeedKey, format_from, seed_keys
+from prism.perturbations import Format, Library, SpecError, Step, make_step
+from prism.perturbations.build import SeedKey, build_keyed, format_from, seed_keys
 from prism.perturbations.labels import Relabel, closing_for
+from prism.perturbations.missing import RemoveAnswer
 from prism.perturbations.variant import Attribute
 from prism.types import Prompt, Question
 
@@ -301,12 +302,19 @@ def validate(condition_set: ConditionSet) -> None:
 def check_option_counts(condition_set: ConditionSet, questions: Iterable[Question]) -> None:
     """Refuse, before any inference, a condition whose label set cannot label every question's options.
 
+    A condition that removes the correct option (:class:`prism.perturbations.missing.RemoveAnswer`) also
+    refuses questions it cannot ask that way (an option speaking of the others, no answer key).
+
     Raises:
         ConditionError: Naming the condition, its family, the label set and the option counts it cannot cover.
+        PerturbationError: Naming the questions a removal step cannot ask, and how to leave them out.
     """
+    questions = list(questions)
     counts = sorted({len(q.options) for q in questions})
     for condition in condition_set.conditions:
         for step in condition.steps or ():
+            if isinstance(step, RemoveAnswer):  # also refuses items it cannot ask (listed at once)
+                step.check_questions(questions, f"condition set {condition_set.name!r}, condition {condition.name!r}")
             if not isinstance(step, Relabel):
                 continue
             uncovered = [count for count in counts if not step.covers(count)]
@@ -344,7 +352,16 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 
 
 def render(question: Question, condition: Condition, condition_set: ConditionSet) -> Prompt:
-    """Render one question under one condition.
+    """Render one question under one condition (:func:`render_keyed` without the key)."""
+    return render_keyed(question, condition, condition_set)[0]
+
+
+def render_keyed(question: Question, condition: Condition, condition_set: ConditionSet) -> tuple[Prompt, str | None]:
+    """Render one question under one condition, with the canonical label of its correct option.
+
+    The key is the question's own unless a step of attribute ``answer`` moved it (a causal condition,
+    :mod:`prism.perturbations.missing`); only scoring reads it: the prompt handed to a backend, and to the
+    parser, does not carry it.
 
     A template condition shows the options in frozen order with canonical labels. A step condition applies
     its steps to the unperturbed rendering, checking every step and the final text.
@@ -355,18 +372,18 @@ def render(question: Question, condition: Condition, condition_set: ConditionSet
         condition_set: The set the condition belongs to (for the closing line, version, seed and base format).
 
     Returns:
-        The prompt, with the labels and option texts as displayed and their canonical labels.
+        The prompt, with the labels and option texts as displayed and their canonical labels, and the key.
 
     Raises:
         PerturbationError: If a step's check fails (naming the question, the condition and the step).
     """
     if condition.parts:
-        return grid.render_cell(question, condition, condition_set)
+        return grid.render_cell_keyed(question, condition, condition_set)
     if condition.steps is not None:
         assert condition_set.base_format is not None  # validate() refuses step conditions without one
-        return build_prompt(question, condition.name, condition.steps, condition_set.base_format,
-                            condition_set.closing, condition_set.seed, condition_set.template_version,
-                            condition.keys)
+        return build_keyed(question, condition.name, condition.steps, condition_set.base_format,
+                           condition_set.closing, condition_set.seed, condition_set.template_version,
+                           condition.keys)
     text = fill(
         condition.template,
         {
@@ -383,7 +400,7 @@ def render(question: Question, condition: Condition, condition_set: ConditionSet
         canonical_labels=question.labels,
         displayed_options=question.options,
         template_version=condition_set.template_version,
-    )
+    ), question.answer
 
 
 def render_all(questions: Sequence[Question], condition_set: ConditionSet) -> list[Prompt]:

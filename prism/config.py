@@ -241,6 +241,8 @@ class ConditionsConfig:
     instructions: dict[str, str] = field(default_factory=dict)
     synonyms: dict[str, list[str]] = field(default_factory=dict)
     protected_words: list[str] = field(default_factory=list)
+    # Options a step adds (remove_answer: "None of the other options"), by wording name.
+    added_options: dict[str, str] = field(default_factory=dict)
     # Each family is an axis (prism.axes): nominal, ordinal or numeric, declared with the family.
     families: dict[str, FamilySpec] = field(default_factory=dict)
     # Cross these axes into a grid of every combination of their values (prism.grid); empty: a sweep.

@@ -55,7 +55,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, product
 
 import numpy as np
 import pandas as pd
@@ -141,7 +141,8 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
 
     Returns:
         (outcomes, notes): one row per modelled response with ``consistent`` (0/1), ``model``,
-        ``condition``, ``family``, ``dataset``, ``cluster`` (dataset and question id) and the ``axes``
+        ``condition``, ``family``, ``dataset``, ``dataset_type`` (the optional column of ``responses``, else
+        ``objective``), ``cluster`` (dataset and question id) and the ``axes``
         columns; and sentences about the responses left out (baseline ties, no baseline response).
     """
     keys = ["run", "question_id"]
@@ -170,6 +171,9 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
         "condition": kept["condition"].astype(str).to_numpy(),
         "family": kept["family"].astype(str).to_numpy(),
         "dataset": kept["dataset"].astype(str).to_numpy(),
+        # Optional in ``responses``: a run without a recorded type is objective, as its dataset config says.
+        "dataset_type": (kept["dataset_type"].astype(str).to_numpy() if "dataset_type" in kept
+                         else np.full(len(kept), "objective", dtype=object)),
         "cluster": (kept["dataset"].astype(str) + "/" + kept["question_id"].astype(str)).to_numpy(),
         **{axis: kept[axis].astype(str).to_numpy() for axis in axes},
     })
@@ -209,33 +213,76 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
             if fixed:
                 dropped.append((":".join(term), f"involves {', '.join(fixed)}, which has one level"))
     coded = {name: _dummies(outcomes[name]) for name in varying}
-    columns: list[NDArray[np.float64]] = [np.ones(len(outcomes))]
+    kept_columns = _Columns(len(outcomes))
     names = ["intercept"]
     terms: dict[str, list[int]] = {}
     for size in range(1, min(len(varying), max_order) + 1):
         for term in combinations(varying, size):
             label = ":".join(term)
-            candidates: list[tuple[str, NDArray[np.float64]]] = [("", np.ones(len(outcomes)))]
-            for name in term:
-                levels, block = coded[name]
-                candidates = [(f"{prefix}{':' if prefix else ''}{name}={level}", col * block[:, k])
-                              for prefix, col in candidates for k, level in enumerate(levels)]
-            kept, total = [], len(candidates)
-            for column_name, column in candidates:
+            kept, total = [], 0
+            # A term's columns one at a time (levels of the last factor varying fastest), never all at once.
+            for picks in product(*(range(len(coded[name][0])) for name in term)):
+                total += 1
+                column = np.ones(len(outcomes))
+                for name, k in zip(term, picks, strict=True):
+                    column = column * coded[name][1][:, k]
                 if not column.any():
                     continue
-                trial = np.column_stack([*columns, column])
-                if np.linalg.matrix_rank(trial.T @ trial) == trial.shape[1]:
-                    columns.append(column)
-                    names.append(column_name)
-                    kept.append(len(columns) - 1)
+                if kept_columns.raises_rank(column):
+                    kept_columns.append(column)
+                    names.append(":".join(f"{name}={coded[name][0][k]}" for name, k in zip(term, picks, strict=True)))
+                    kept.append(kept_columns.count - 1)
             if kept:
                 terms[label] = kept
                 if len(kept) < total:
                     log.debug("%s: %d of %d columns estimable", label, len(kept), total)
             else:
                 dropped.append((label, "not estimable: confounded with the terms before it in the selected runs"))
-    return np.column_stack(columns), terms, dropped, names
+    return kept_columns.matrix(), terms, dropped, names
+
+
+class _Columns:
+    """The design's kept columns in one growing array, with their Gram matrix kept alongside.
+
+    Whether a candidate column raises the rank is decided on the Gram matrix of the kept columns plus it,
+    bordered by one row and column (``X'c`` and ``c'c``) instead of recomputed from a stacked copy: the
+    columns are 0/1 indicators, so every entry is a whole count, exact in float64 whatever the order of
+    summation, and ``matrix_rank`` sees the very matrix the full product would give, in O(n p) per column
+    instead of O(n p^2) and without a copy of the design per candidate.
+    """
+
+    def __init__(self, n: int) -> None:
+        self._data = np.empty((n, 16), dtype=np.float64)
+        self._data[:, 0] = 1.0  # the intercept
+        self.count = 1
+        self._gram = np.array([[float(n)]])
+        self._trial = self._gram  # the bordered Gram matrix of the last column checked
+
+    def _bordered(self, column: NDArray[np.float64]) -> NDArray[np.float64]:
+        cross = column @ self._data[:, : self.count]
+        return np.block([[self._gram, cross[:, None]], [cross[None, :], np.array([[column @ column]])]])
+
+    def raises_rank(self, column: NDArray[np.float64]) -> bool:
+        """Whether ``column`` is not in the span of the kept columns (full rank of the bordered Gram matrix)."""
+        trial = self._bordered(column)
+        if bool(np.linalg.matrix_rank(trial) == self.count + 1):
+            self._trial = trial
+            return True
+        return False
+
+    def append(self, column: NDArray[np.float64]) -> None:
+        """Keep ``column`` (just checked by :meth:`raises_rank`), growing the array by doubling."""
+        if self.count == self._data.shape[1]:
+            grown = np.empty((self._data.shape[0], 2 * self.count), dtype=np.float64)
+            grown[:, : self.count] = self._data
+            self._data = grown
+        self._data[:, self.count] = column
+        self._gram = self._trial
+        self.count += 1
+
+    def matrix(self) -> NDArray[np.float64]:
+        """The kept columns as the design matrix (n, p)."""
+        return np.ascontiguousarray(self._data[:, : self.count])
 
 
 def _separated_cells(outcomes: pd.DataFrame, terms: Sequence[str]) -> list[str]:
@@ -262,7 +309,8 @@ def _separated_cells(outcomes: pd.DataFrame, terms: Sequence[str]) -> list[str]:
     return []
 
 
-def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes: Sequence[str] = ()) -> GeeResult:
+def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes: Sequence[str] = (),
+                        dataset_factors: Sequence[str] = ("dataset",)) -> GeeResult:
     """Fit the binomial GEE of consistency and test each effect with a global Wald chi-square.
 
     Args:
@@ -270,13 +318,15 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes:
         notes: Sentences to carry into the result (e.g. responses left out).
         axes: A grid's axes (columns of ``outcomes``): they replace the condition term, with two-way
             interactions only.
+        dataset_factors: The factors after the condition term (columns of ``outcomes``): ``dataset``, or
+            ``dataset_type`` in its place, both, or none (a fit within one dataset); see :mod:`prism.gee_fits`.
 
     Returns:
         The effects with chi2, df and p, or a result with ``fitted`` false and the reason in ``notes``.
     """
     families = list(dict.fromkeys(outcomes["family"])) if len(outcomes) else []
     condition_term = "axes" if axes else "family" if len(families) >= 2 else "condition"
-    factors = ["model", *axes, "dataset"] if axes else [condition_term if f == "condition" else f for f in FACTORS]
+    factors = ["model", *axes, *dataset_factors] if axes else ["model", condition_term, *dataset_factors]
     max_order = 2 if axes else 3
     result = GeeResult(_empty_effects(), notes=list(notes), condition_term=condition_term,
                        n_responses=len(outcomes), n_clusters=int(outcomes["cluster"].nunique()) if len(outcomes) else 0)

@@ -89,7 +89,8 @@ def choose_axes(available: Sequence[Axis], names: Sequence[str], baseline: str, 
             raise SpecError(f"axis {axis.name!r} starts from {axis.values[0]!r}, not the baseline {baseline!r}; a "
                             "grid crosses axes that start from the unperturbed rendering")
     for a, b in combinations(chosen, 2):
-        shared = sorted(a.attributes & b.attributes)
+        # Fields, not attribute names: ``answer`` (remove the correct option) and ``order`` share the options.
+        shared = sorted(_fields(a.attributes) & _fields(b.attributes))
         if shared:
             raise SpecError(f"axes {a.name!r} and {b.name!r} both change {shared}, so their cells could not say which "
                             "axis did what; cross axes that change different attributes")
@@ -101,6 +102,10 @@ def choose_axes(available: Sequence[Axis], names: Sequence[str], baseline: str, 
                         f"conditions.max_conditions={size} if you mean to ask every model {size} prompts per "
                         "question")
     return chosen
+
+
+def _fields(attributes: frozenset[Attribute]) -> set[str]:
+    return {name for attribute in attributes for name in ATTRIBUTE_FIELDS[attribute]}
 
 
 def compose(conditions: Sequence[Condition], chosen: Sequence[Axis], baseline: str,
@@ -159,11 +164,18 @@ def _composition_problem(base: Variant, full: Variant, alone: dict[str, Variant]
 
 
 def render_cell(question: Question, condition: Condition, condition_set: ConditionSet) -> Prompt:
+    """Build, check and render one grid cell (:func:`render_cell_keyed` without the key)."""
+    return render_cell_keyed(question, condition, condition_set)[0]
+
+
+def render_cell_keyed(question: Question, condition: Condition,
+                      condition_set: ConditionSet) -> tuple[Prompt, str | None]:
     """Build and check one grid cell end to end, then render it.
 
     Every step passes its own checks in the composed order (:func:`prism.perturbations.build.build_variant`);
     then each axis's fields must equal those of its value rendered alone, the fields no axis declares must
     be the unperturbed ones, and the rendered text must pass :func:`prism.perturbations.checks.check_prompt`.
+    Returns the prompt and the canonical label of its correct option (moved by a causal axis), for scoring.
 
     Raises:
         PerturbationError: Naming the question, the cell and what failed.
@@ -177,7 +189,7 @@ def render_cell(question: Question, condition: Condition, condition_set: Conditi
     if problem is not None:
         raise fail(question.question_id, condition.name, "composition", problem)
     prompt = to_prompt(full, condition.name, condition_set.template_version)
-    problem = check_prompt(full, prompt)
+    problem = check_prompt(full, prompt, question)
     if problem is not None:
         raise fail(question.question_id, condition.name, "render", problem)
-    return prompt
+    return prompt, full.key

@@ -104,8 +104,12 @@ def likelihood_condition_table(scored: pd.DataFrame, conditions: Sequence[str], 
 
 
 def likelihood_metrics(scored: pd.DataFrame, conditions: Sequence[str], question_ids: Sequence[str],
-                       repetitions: int, baseline: str) -> dict[str, float]:
+                       repetitions: int, baseline: str, question_conditions: Sequence[str] | None = None,
+                       ) -> dict[str, float]:
     """The run's likelihood metrics, logged beside the text reading's.
+
+    The question-level ones are taken over ``question_conditions`` (default: all), as in
+    :func:`prism.metrics.summary_metrics`: a run's invariant conditions (:mod:`prism.roles`).
 
     - ``likelihood_accuracy``: share of the records with probabilities whose likelihood answer is correct;
     - ``reading_agreement``: of the recovered responses with probabilities, the share whose parsed answer
@@ -132,7 +136,9 @@ def likelihood_metrics(scored: pd.DataFrame, conditions: Sequence[str], question
         "compliant": False, "correct": frame["likelihood_correct"].where(frame["has_probs"], False).astype(bool),
         "correct_answer": frame["correct_answer"], "error": None,
     })
-    per_question = question_summary(question_table(proxy, conditions, question_ids, repetitions))
+    across = list(conditions if question_conditions is None else question_conditions)
+    per_question = question_summary(question_table(proxy[proxy["condition"].isin(across)], across, question_ids,
+                                                   repetitions))
     n = len(per_question)
     metrics["likelihood_question_majority_accuracy"] = float(per_question["majority_correct_rate"].sum()) / n \
         if n else float("nan")

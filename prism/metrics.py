@@ -242,13 +242,18 @@ def question_summary(questions: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_metrics(
-    scored: pd.DataFrame, conditions: Sequence[str], question_ids: Sequence[str], repetitions: int
+    scored: pd.DataFrame, conditions: Sequence[str], question_ids: Sequence[str], repetitions: int,
+    question_conditions: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Compute the run-level metrics logged to MLflow (docs/architecture.md, "MLflow").
 
     Args:
         scored: Scored records (see the module docstring).
         conditions: Condition names in report order.
+        question_conditions: The conditions the question-level metrics compare answers across (default:
+            all of ``conditions``); a run passes its invariant ones (:mod:`prism.roles`), since answers
+            scored against different keys are not the same question asked twice. The rates use every
+            condition, each against its own key.
         question_ids: The frozen set's question ids; n_questions = len(question_ids), so questions with
             no record at all still count in every per-question denominator.
         repetitions: Number of repetitions of the run.
@@ -269,7 +274,7 @@ def summary_metrics(
         - ``answer_unanimous_rate``: sum over questions of their unanimous fraction / n_questions;
         - ``prompt_invariant_incorrect_rate``: same with invariant_incorrect;
         - ``complete_questions``: number of questions with an observed response in every
-          (condition, repetition) cell;
+          (condition, repetition) cell of ``question_conditions``;
         - ``n_questions``: size of the frozen set;
         - ``n_responses``: number of observed responses (failed requests excluded).
 
@@ -277,7 +282,9 @@ def summary_metrics(
         ValueError: As :func:`question_table`.
     """
     conditions_df = condition_table(scored, conditions)
-    per_question = question_summary(question_table(scored, conditions, question_ids, repetitions))
+    across = list(conditions if question_conditions is None else question_conditions)
+    shared = scored[scored["condition"].isin(across)] if len(scored) else scored
+    per_question = question_summary(question_table(shared, across, question_ids, repetitions))
     keyed = has_answer_key(scored)
 
     metrics: dict[str, float] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from prism.conditions import ConditionSet, render
+from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.formatting import percent
 from prism.likelihood import likelihood_fields
@@ -27,8 +27,10 @@ from prism.metrics import (
     summary_metrics,
 )
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
+from prism.perturbations.missing import RemoveAnswer
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
+from prism.roles import CAUSAL, invariant_conditions, role_table
 from prism.scoring import score_record
 from prism.types import Prompt
 
@@ -39,7 +41,8 @@ def score_all(records: Sequence[RawRecord], frozen: FrozenSet, condition_set: Co
     Args:
         records: Raw records of the run (any order; reused and fresh mixed).
         frozen: The frozen question set (the answer key lives here).
-        condition_set: The conditions the prompts were rendered with.
+        condition_set: The conditions the prompts were rendered with; a causal step's prompt is scored
+            against the key it moved to (:func:`prism.conditions.render_keyed`).
 
     Returns:
         Scored records (docs/architecture.md); their JSON leaves out the prompt text, which stays in
@@ -71,11 +74,18 @@ def score_records(records: Iterable[RawRecord], frozen: FrozenSet, condition_set
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
     rendered: dict[tuple[str, str], Prompt] = dict(prompts or {})
+    # The key of each prompt: the question's own, or the option a causal step moved it to.
+    answers: dict[tuple[str, str], str | None] = {}
     for raw in records:
         key = (raw.question_id, raw.condition)
-        if key not in rendered:
-            rendered[key] = render(questions[key[0]], conditions[key[1]], condition_set)
-        prompt = rendered[key]
+        if key not in answers:  # once per prompt, not per cell
+            condition = conditions[key[1]]
+            if key not in rendered or _may_move_key(condition):  # a causal step's key comes from rendering
+                keyed, answers[key] = render_keyed(questions[key[0]], condition, condition_set)
+                rendered.setdefault(key, keyed)
+            else:
+                answers[key] = questions[key[0]].answer
+        prompt, correct_answer = rendered[key], answers[key]
         if raw.prompt_sha256 != prompt.sha256:
             # Labels are mapped back through the re-rendered prompt: it must be the prompt the model saw.
             raise ValueError(f"question {key[0]!r}, condition {key[1]!r}: the prompt renders differently now "
@@ -84,10 +94,16 @@ def score_records(records: Iterable[RawRecord], frozen: FrozenSet, condition_set
         if raw.error is None and raw.response is not None:
             parsed = parse_response(raw.response, prompt.displayed_labels, prompt.displayed_options,
                                     finish_reason=raw.finish_reason)
-        record = score_record(raw, prompt, parsed, questions[key[0]].answer, PARSER_VERSION)
+        record = score_record(raw, prompt, parsed, correct_answer, PARSER_VERSION)
         likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
-                                       questions[key[0]].answer)
+                                       correct_answer)
         yield dataclasses.replace(record, **likelihood) if likelihood else record
+
+
+def _may_move_key(condition: Condition) -> bool:
+    """Whether a condition has a step that may move the correct option (a causal step, attribute ``answer``)."""
+    steps = [*(condition.steps or ()), *(step for part in condition.parts for step in part.steps)]
+    return any(isinstance(step, RemoveAnswer) for step in steps)
 
 
 def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
@@ -112,9 +128,14 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     frame = columns.frame()
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
-    question_table(frame, names, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
+    # Answers are compared across conditions only where they share one key: the invariant conditions.
+    roles = role_table(frame, names, condition_set.baseline)
+    roles.to_csv(results / "roles.csv", index=False)
+    invariant = invariant_conditions(roles)
+    shared = frame[frame["condition"].isin(invariant)] if len(frame) else frame
+    question_table(shared, invariant, ids, repetitions).to_csv(results / "question_metrics.csv", index=False)
     condition_table(frame, names).to_csv(results / "condition_metrics.csv", index=False)
-    metrics = summary_metrics(frame, names, ids, repetitions)
+    metrics = summary_metrics(frame, names, ids, repetitions, question_conditions=invariant)
     metrics.update(parse_method_shares(frame, METHODS))
     # Consistency with the baseline, per perturbation family.
     families, baseline = condition_set.families, condition_set.baseline
@@ -124,7 +145,10 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     metrics.update(consistency_metrics(consistency))
     if columns.label_probs:  # a run with generation.label_probs=true
         metrics.update(write_likelihood_results(results, frame, columns.bias_records, frozen, condition_set,
-                                                repetitions))
+                                                repetitions, invariant))
+    # Only a run with causal conditions logs these, so every other run keeps exactly the metrics it had.
+    metrics.update({f"causal/{name}": float(count) for name, role, count in
+                    zip(roles["condition"], roles["role"], roles["moved_questions"], strict=True) if role == CAUSAL})
     return metrics
 
 
@@ -189,7 +213,8 @@ class MetricColumns:
 
 
 def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequence[Mapping[str, Any]],
-                             frozen: FrozenSet, condition_set: ConditionSet, repetitions: int) -> dict[str, float]:
+                             frozen: FrozenSet, condition_set: ConditionSet, repetitions: int,
+                             invariant: Sequence[str] | None = None) -> dict[str, float]:
     """Write ``likelihood.csv`` (both readings per condition) and ``position_bias.csv``; return the metrics."""
     from prism.likelihood_metrics import bias_table, likelihood_condition_table, likelihood_metrics
 
@@ -197,7 +222,7 @@ def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequenc
     names, baseline = condition_set.names, condition_set.baseline
     likelihood_condition_table(frame, names, baseline).to_csv(results / "likelihood.csv", index=False)
     bias_table(bias_cells(scored, frozen, condition_set)).to_csv(results / "position_bias.csv", index=False)
-    return likelihood_metrics(frame, names, ids, repetitions, baseline)
+    return likelihood_metrics(frame, names, ids, repetitions, baseline, question_conditions=invariant)
 
 
 def bias_cells(scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet) -> pd.DataFrame:
@@ -254,8 +279,16 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         f"{'all':<{width}} {_cell(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
         f"{_pct(metrics['instruction_compliance_rate']):>10}"
     )
+    causal = [name for name in conditions if f"causal/{name}" in metrics]
+    lines += [""]
+    if causal:  # question-level metrics compare answers that share one key: the invariant conditions only
+        invariant = [name for name in conditions if name not in causal]
+        lines += [f"causal conditions (a step moved the correct answer): {', '.join(causal)}; their accuracy is "
+                  "against the moved key, and prism-compare reads them through their roles (comparison/roles.csv).",
+                  f"the question-level metrics below are over the invariant conditions only: {', '.join(invariant)}"
+                  + (" (one condition: agreement across it is complete by construction)" if len(invariant) == 1
+                     else "")]
     lines += [
-        "",
         f"questions: {int(metrics['n_questions'])} frozen, {int(metrics['complete_questions'])} complete; "
         f"responses observed: {int(metrics['n_responses'])}",
         f"question majority accuracy:        {_pct(metrics.get('question_majority_accuracy'))}",
@@ -284,4 +317,7 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]
         lines += [f"  {parts[0]:<14} {_pct(value)}" if len(parts) == 1 else f"    {parts[1]:<16} {_pct(value)}"
                   for parts, value in consistency]
+        if causal:
+            lines.append(f"  ({', '.join(causal)}: causal, so a model that follows the moved answer differs from "
+                         "the baseline by design)")
     return "\n".join(lines)

@@ -84,3 +84,35 @@ def test_parser_benchmark_responses_have_the_sizes_it_reports() -> None:
     for shape in SHAPES:
         for size in SIZES.values():
             assert size - 100 <= len(response(shape, size)) <= size + 100, (shape, size)
+
+
+def test_label_probs_run_pairs_its_arms_run_by_run_and_cell_by_cell() -> None:
+    from benchmarks.label_probs_run import Arms, Timing
+
+    arms = Arms(n_questions=1, n_prompts=2)
+    # ABBA: pair 0 text then probs, pair 1 probs then text.
+    for pair, arm, wall in ((0, "text", 100.0), (0, "probs", 102.0), (1, "probs", 99.0), (1, "text", 90.0)):
+        arms.rows.append(Timing(pair, arm, f"{arm}-{pair}", wall, wall / 2, wall - 10, 400.0))
+    assert arms.ratio("wall_s") == pytest.approx(201 / 190)
+    assert arms.pair_ratios("wall_s") == pytest.approx([1.02, 1.1])
+    assert arms.ratio("model_s") == pytest.approx(181 / 170)
+    arms.latencies["text"] = {("q", "P0", 0): [1.0, 3.0], ("q", "P1", 0): [2.0], ("q", "P2", 0): [0.0]}
+    arms.latencies["probs"] = {("q", "P0", 0): [2.2, 2.2], ("q", "P1", 0): [1.0], ("q", "P3", 0): [5.0]}
+    # Cells both arms asked, each arm's mean; a cell the text arm timed at 0 s has no ratio.
+    assert arms.cell_ratios() == pytest.approx([1.1, 0.5])
+
+
+@pytest.mark.model
+def test_label_probs_run_at_toy_size_asks_every_cell_fresh_and_only_the_probs_arm_records_probabilities(
+        tmp_path: Path, data_dir: Path) -> None:
+    from benchmarks.common import Context
+    from benchmarks.label_probs_run import alternate, read_records
+
+    arms, bench = alternate(Context(workdir=tmp_path, data_dir=data_dir, quick=True), n_questions=1, pairs=1)
+    assert [(row.pair, row.arm) for row in arms.rows] == [(0, "text"), (0, "probs")]
+    assert sorted(p.name for p in (bench.workdir / "stores").glob("*.sqlite")) == ["probs-0.sqlite", "text-0.sqlite"]
+    text, probs = read_records(bench, "text-0"), read_records(bench, "probs-0")
+    assert len(text) == len(probs) == 5 and not any(r.get("cached") for r in text + probs)
+    assert all("label_probs" in r for r in probs) and not any("label_probs_source" in r for r in text)
+    assert [r["response"] for r in text] == [r["response"] for r in probs]  # greedy: the same cells, same text
+    assert len(arms.cell_ratios()) == 5

@@ -311,8 +311,11 @@ def test_default_selection_skips_running_comparison_and_older_question_sets(stor
 def test_filters_select_models_and_sweeps(store: Store) -> None:
     only_beta = store.compare("filters.models=[beta]", name="beta-only")
     assert [r.run_id for r in only_beta.runs] == [store.ids["beta"]]
-    # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles and clustered model.
-    assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "gee_wald"}
+    # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles, roles and clustered models,
+    # and the read-outs of one model (no divergence beyond noise).
+    assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "roles", "gee_wald", "scorecard",
+                                     "sensitivity_axes", "measure_agreement", "gee_by_dataset",
+                                     "consistency_by_type"}
     assert store.compare(f"filters.sweep={store.sweep}", name="sweep").runs[1].run_id == store.ids["beta"]
     with pytest.raises(CompareError, match="no FINISHED run of model delta"):
         store.compare("filters.models=[beta,delta]", name="missing")
@@ -329,23 +332,39 @@ def test_explicit_runs_must_be_finished_runs(store: Store) -> None:
         store.compare("runs=[0123456789abcdef0123456789abcdef]", name="x3")
 
 
-def test_mismatched_question_sets_are_refused_and_allowed_knowingly(store: Store) -> None:
-    before = len(store.client().search_runs([store.client().get_run(store.ids["alpha"]).info.experiment_id]))
+def test_runs_on_different_question_sets_are_compared_without_pairing_their_cells(store: Store) -> None:
     runs = f"runs=[{store.ids['gamma']},{store.ids['alpha']}]"
-    with pytest.raises(CompareError) as refused:
-        store.compare(runs, name="mismatch")
-    message = str(refused.value)
-    assert "frozen question set sha256" in message and "allow_mismatch=true" in message
-    assert store.ids["gamma"] in message and store.ids["alpha"] in message
-    assert "parser version" not in message and "template version" not in message
-    client = store.client()
-    assert len(client.search_runs([client.get_run(store.ids["alpha"]).info.experiment_id])) == before
+    result = store.compare(runs, name="two-sets")
+    assert result.mismatches == []
+    data = store.client().get_run(result.run_id).data
+    assert data.tags["prism.allow_mismatch"] == "false" and data.tags["prism.question_set_sha256"] == "mixed"
+    # Each run is in the per-run tables; no cell pairs across question sets.
+    assert list(dict.fromkeys(result.tables["sensitivity"]["model"])) == ["gamma", "alpha"]
+    assert not {"divergence", "differences", "difference_counts"} & set(result.tables)
+    sets = result.tables["question_sets"]
+    assert list(sets["runs"]) == ["gamma", "alpha"] and list(sets["pairs"]) == [0, 0]
+    page = (store.root / "two-sets" / "comparison" / "report.html").read_text(encoding="utf-8")
+    assert 'id="coverage"' in page and "no cells pair" in page
 
-    allowed = store.compare(runs, "allow_mismatch=true", name="allowed")
-    data = client.get_run(allowed.run_id).data
-    assert data.tags["prism.allow_mismatch"] == "true" and data.params["allow_mismatch"] == "true"
-    assert "frozen question set sha256" in data.tags["prism.mismatches"]
-    assert data.tags["prism.question_set_sha256"] == "mixed"
+
+
+def test_across_question_sets_only_the_question_set_and_the_subjective_suffix_may_differ() -> None:
+    def summary(run_id: str, question_set: str, **params: str) -> RunSummary:
+        base = {"model.name": "m", "conditions.template_version": "3", "parser_version": "2",
+                "generation.temperature": "0.0", "generation.max_tokens": "64", "generation.seed": "0"}
+        return RunSummary(run_id, "FINISHED", 0, {**base, **params}, {"prism.question_set_sha256": question_set})
+
+    arc, survey = summary("a", "s1"), summary("b", "s2", **{"conditions.template_version": "3+subjective.1"})
+    assert find_mismatches([arc, survey], across_question_sets=True) == []
+    assert [line.split(" (")[0] for line in find_mismatches([arc, survey])] == ["frozen question set sha256",
+                                                                              "condition template version"]
+    # On one question set the whole version must agree; across sets its base must.
+    other_wording = summary("c", "s2", **{"conditions.template_version": "3+subjective.2"})
+    assert [line.split(" (")[0] for line in find_mismatches([arc, survey, other_wording], across_question_sets=True)] \
+        == ["condition template version"]
+    newer = summary("d", "s2", **{"conditions.template_version": "4+subjective.1", "parser_version": "3"})
+    lines = find_mismatches([arc, newer], across_question_sets=True)
+    assert [line.split(" (")[0] for line in lines] == ["condition template version", "parser version"]
 
 
 def test_mismatch_check_names_each_key_and_compares_numbers_as_numbers() -> None:

@@ -147,3 +147,57 @@ def test_identical_question_clusters_give_a_singular_sandwich_and_no_numbers() -
     result = fit(pd.DataFrame(rows, columns=COLUMNS))
     assert not result.fitted and "cluster-robust covariance of the condition coefficients is singular" in (
         result.failure or "")
+
+
+def test_wald_p_is_hotellings_reference_and_refuses_too_few_clusters() -> None:
+    from scipy.stats import chi2, t
+
+    # One coefficient: F(1, G - 1) of W = t^2 is the two-sided t test on G - 1 degrees of freedom.
+    assert gee.wald_p(4.0, 1, 30) == pytest.approx(2 * t.sf(2.0, 29))
+    # Many clusters: the chi-square reference it corrects.
+    assert gee.wald_p(25.0, 15, 10**7) == pytest.approx(chi2.sf(25.0, 15), rel=1e-3)
+    # Few clusters: the same statistic is far weaker evidence than chi-square says.
+    assert gee.wald_p(30.0, 15, 30) > 10 * chi2.sf(30.0, 15)
+    with pytest.raises(ValueError, match="15 coefficients need more than 15 question clusters for a test; there "
+                                         "are 15"):
+        gee.wald_p(30.0, 15, 15)
+
+
+def _design_by_stacking(outcomes: pd.DataFrame, factors: list[str], max_order: int) -> tuple[np.ndarray, list[str]]:
+    """The design as first written: each candidate checked on the Gram matrix of a stacked copy of the kept columns."""
+    from itertools import combinations
+
+    varying = [f for f in factors if outcomes[f].nunique() >= 2]
+    coded = {f: gee._dummies(outcomes[f]) for f in varying}
+    columns, names = [np.ones(len(outcomes))], ["intercept"]
+    for size in range(1, min(len(varying), max_order) + 1):
+        for term in combinations(varying, size):
+            candidates = [("", np.ones(len(outcomes)))]
+            for f in term:
+                levels, block = coded[f]
+                candidates = [(f"{p}{':' if p else ''}{f}={lv}", c * block[:, k]) for p, c in candidates
+                              for k, lv in enumerate(levels)]
+            for name, column in candidates:
+                trial = np.column_stack([*columns, column])
+                if column.any() and np.linalg.matrix_rank(trial.T @ trial) == trial.shape[1]:
+                    columns.append(column)
+                    names.append(name)
+    return np.column_stack(columns), names
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_design_keeps_exactly_the_columns_a_stacked_rank_check_keeps(seed: int) -> None:
+    """The bordered Gram matrix decides like the full one, confounded and empty cells included."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    model = rng.choice([f"m{i}" for i in range(7)], n)
+    # Each model ran on one dataset of three (confounds model:dataset), one condition never meets m0.
+    dataset = np.array([f"d{int(m[1:]) % 3}" for m in model])
+    condition = rng.choice(["P1", "P2", "P3", "P4"], n)
+    condition[(model == "m0") & (condition == "P4")] = "P3"
+    outcomes = pd.DataFrame({"model": model, "condition": condition, "dataset": dataset})
+    X, terms, _, names = gee.design(outcomes, ["model", "condition", "dataset"], 3)
+    expected, expected_names = _design_by_stacking(outcomes, ["model", "condition", "dataset"], 3)
+    assert names == expected_names
+    assert np.array_equal(X, expected)
+    assert sum(len(v) for v in terms.values()) == X.shape[1] - 1

@@ -96,6 +96,8 @@ SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" /
 @pytest.mark.parametrize("name", SETS)
 def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
     from prism.conditions import condition_set_from_config, render
+    from prism.perturbations import PerturbationError
+    from prism.perturbations.missing import RemoveAnswer
     from prism.types import Question
 
     objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)
@@ -104,6 +106,11 @@ def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: 
     question = Question("0", "Synthetic statement.", tuple(SCALE), tuple("ABCD"), None, "survey", "test")
     closings = set()
     for condition in cs.conditions:
+        if any(isinstance(step, RemoveAnswer) for step in condition.steps or ()):
+            # The causal step removes the correct option: an item without one is refused, never asked.
+            with pytest.raises(PerturbationError, match="no answer key"):
+                render(question, condition, cs)
+            continue
         text = render(question, condition, cs).text
         assert "correct" not in text.lower(), (condition.name, text)
         closings.add(text.rstrip().splitlines()[-1].split(": ")[-1])  # fields_upper prefixes "ANSWER FORMAT: "
@@ -199,3 +206,24 @@ def test_the_comparison_report_says_no_answer_key_where_accuracy_cannot_exist(tm
     summary = page.split('id="summary"')[1].split("</section>")[0]
     assert f"its accuracy is {NO_KEY}" in summary and "Accuracy under" not in summary
     assert NO_KEY in format_comparison(result)
+
+
+def test_compare_says_which_conditions_reorder_an_ordered_scale() -> None:
+    import pandas as pd
+
+    from prism.compare.core import _reordered
+    from prism.compare.select import RunSummary
+    from prism.compare.tables import ModelCells, ordered_scale_notes
+    from prism.conditions import condition_set_from_config
+
+    robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
+    ordinal = RunSummary("r1", "FINISHED", 0, {"dataset.ordinal": "True"})
+    assert _reordered(ordinal, robustness) == ("reverse", "rotate", "swap_ends", "shuffle")
+    assert _reordered(RunSummary("r2", "FINISHED", 0, {"dataset.ordinal": "False"}), robustness) == ()
+    assert _reordered(ordinal, None) == ()  # no condition set to read: nothing said rather than guessed
+    models = [ModelCells("m@political_compass", "r1", tuple(robustness.names), pd.DataFrame(),
+                         dataset="political_compass", reordered=("reverse", "rotate")),
+              ModelCells("m@arc_challenge", "r2", tuple(robustness.names), pd.DataFrame(), dataset="arc_challenge")]
+    (note,) = ordered_scale_notes(models)
+    assert note.startswith("m@political_compass: political_compass is an ordered scale (dataset.ordinal=true), "
+                           "and reverse, rotate show its options out of their order")

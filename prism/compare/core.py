@@ -7,19 +7,23 @@ No Hydra import here: the entry point and the sweep callback call :func:`compare
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from prism.compare.by_type import consistency_by_type_table
 from prism.compare.evidence import ReportContext, gather_evidence
+from prism.compare.groups import group_pairs, question_sets_table
+from prism.compare.headline import headline_metrics
 from prism.compare.likelihood import disagreements_table, has_probabilities, readings_table
-from prism.compare.noise import check_measures, gee_table, profile_table, shifts_table
+from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
+from prism.compare.readouts import readout_tables
 from prism.compare.report import run_description
+from prism.compare.roles import roles_table
 from prism.compare.select import (
     CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
@@ -38,19 +42,19 @@ from prism.compare.select import (
     search_candidates,
 )
 from prism.compare.tables import (
+    DIVERGENCE_COLUMNS,
     PAIRS,
-    POOLED,
     ModelCells,
     accuracy_table,
     condition_disagreement_table,
     differences,
     divergence_table,
     model_pairs,
+    ordered_scale_notes,
     sensitivity_table,
 )
 from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
-from prism.stats import SIGNIFICANCE
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -74,13 +78,15 @@ class ComparisonResult:
         runs: The compared runs, labelled, in table order.
         mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
         tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
-            ``differences``, ``shifts``, ``gee_wald``) to DataFrame; divergence, condition_disagreement
-            and differences only with two or more runs.
+            ``differences``, ``shifts``, ``gee_wald`` and the read-outs ``scorecard``, ``sensitivity_axes``,
+            ``measure_agreement``, ``divergence_noise``) to DataFrame; divergence, condition_disagreement,
+            differences and divergence_noise only with two or more runs.
         files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
         baseline: The baseline condition.
         n_boot: Bootstrap resamples used for every interval.
+        notes: Sentences a reader must see beside the tables (an ordered scale shown out of its order).
     """
 
     run_id: str
@@ -94,6 +100,7 @@ class ComparisonResult:
     output_dir: Path
     baseline: str
     n_boot: int
+    notes: list[str] = field(default_factory=list)
 
 
 def selection_from_config(cfg: CompareConfig) -> Selection:
@@ -151,11 +158,23 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
             models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts, model=run.model,
                                      axis=run.params.get("conditions.name", ""),
                                      dataset=run.params.get("dataset.name", ""),
+                                     question_set=run.question_set,
+                                     dataset_type=run.params.get("dataset.type") or "objective",
+                                     reordered=_reordered(run, design),
                                      families=design.families if design is not None else {},
                                      axes=design.axes if design is not None else (),
                                      grid=design.grid if design is not None else (),
                                      levels=design.levels if design is not None else {}))
     return models
+
+
+def _reordered(run: RunSummary, design: ConditionSet | None) -> tuple[str, ...]:
+    """The run's conditions that reorder its ordered scale (``dataset.ordinal``), or ``()``."""
+    from prism.conditions import reordering_conditions
+
+    if design is None or str(run.params.get("dataset.ordinal", "")).lower() != "true":
+        return ()
+    return tuple(reordering_conditions(design))
 
 
 def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet | None:
@@ -170,12 +189,28 @@ def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet 
 
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
                  measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
-                 reference: str | None = None, max_per_pair: int | None = None) -> dict[str, pd.DataFrame]:
+                 reference: str | None = None, max_per_pair: int | None = None,
+                 references: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
-    The cross-model tables (divergence, differences and their counts) are made for the pairs of
-    :func:`prism.compare.tables.model_pairs` (``pairs``, ``reference``); ``max_per_pair`` caps only the
-    cells the differences table lists.
+    The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
+    same frozen question set (:mod:`prism.compare.groups`): within each set, the pairs of
+    :func:`prism.compare.tables.model_pairs` (``pairs`` and the set's reference run). They are left out
+    when no two runs share a set. ``question_sets`` says which runs each set holds. ``max_per_pair`` caps
+    only the cells the differences table lists.
+
+    Args:
+        models: The compared runs, in table order.
+        baseline: The baseline condition.
+        n_boot: Bootstrap resamples.
+        seed: Their seed.
+        measures: The shifts' measures.
+        permutations: The shifts' permutations.
+        pairs: ``reference`` or ``all``.
+        reference: The reference run id of the question set it is on (``pairs=reference``; None: the first run).
+        max_per_pair: Most differing cells listed per pair; None lists all.
+        references: Question set -> reference run id for the other sets (a set missing here, and not
+            holding ``reference``, takes its first run).
 
     Raises:
         CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
@@ -184,13 +219,19 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     try:
         tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
         measures = check_measures(measures)
-        compared = model_pairs(models, pairs, reference)
+        chosen = dict(references or {})
+        if reference is not None:
+            model_pairs(models, pairs, reference)  # refuses a reference that is not a compared run
+            chosen.update({m.question_set: reference for m in models if m.run_id == reference})
+        compared = group_pairs(models, pairs, chosen)
     except ValueError as exc:
         raise CompareError(str(exc)) from exc
     tables["accuracy"] = accuracy_table(models, n_boot=n_boot, seed=seed)
     if len(models) >= 2:
-        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
+        tables["question_sets"] = question_sets_table(models, compared, pairs)
         tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
+    if compared:
+        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
         try:
             tables["differences"], tables["difference_counts"] = differences(models, compared, max_per_pair)
         except ValueError as exc:
@@ -198,54 +239,17 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
     tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
     tables["profile"] = profile_table(models, tables["shifts"])
-    tables["gee_wald"] = gee_table(models, baseline)
+    tables["roles"] = roles_table(models, tables["shifts"])  # each step's role from the keys, beside its shift
+    tables["gee_wald"], tables["gee_by_dataset"] = gee_tables(models, baseline)
+    tables["consistency_by_type"] = consistency_by_type_table(models, baseline)
+    # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
+    tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
+                                 n_permutations=permutations, seed=seed))
     # Both readings (runs with generation.label_probs=true only): prism.compare.likelihood.
     if any(has_probabilities(m) for m in models):
         tables["readings"] = readings_table(models, baseline)
         tables["reading_disagreements"] = disagreements_table(models)
     return tables
-
-
-def metric_key(*parts: str) -> str:
-    """An MLflow metric name from parts, with characters MLflow rejects replaced by ``_``."""
-    return "/".join(re.sub(r"[^A-Za-z0-9_\-. :]", "_", p) for p in parts)
-
-
-def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> dict[str, float]:
-    """The numbers a reader looks at first, logged as metrics of the comparison run.
-
-    Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
-    conditions, and how many conditions differ from the baseline at Holm-adjusted p below
-    :data:`prism.stats.SIGNIFICANCE`. Per pair of models (pooled over conditions): disagreement, kappa and
-    excess. Per model, axis and measure that shifts somewhere: ``first_shift/...``, the position among the
-    axis's values of the first that shifts.
-    """
-    metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),
-                                 "n_questions": float(n_questions)}
-    for model, rows in tables["sensitivity"].groupby("model", sort=False):
-        base = rows[rows["condition"] == rows["baseline"]]
-        others = rows[rows["condition"] != rows["baseline"]]
-        metrics[metric_key("sensitivity", str(model), "baseline_accuracy")] = float(base["accuracy"].iloc[0])
-        if not others.empty:
-            metrics[metric_key("sensitivity", str(model), "mean_flip_rate")] = float(others["flip_rate"].mean())
-            metrics[metric_key("sensitivity", str(model), "max_abs_delta_accuracy")] = float(
-                others["delta_accuracy"].abs().max())
-            metrics[metric_key("sensitivity", str(model), "significant_conditions")] = float(
-                (others["mcnemar_p_holm"] < SIGNIFICANCE).sum())
-    if "divergence" in tables:
-        for row in tables["divergence"][tables["divergence"]["condition"] == POOLED].itertuples(index=False):
-            pair = f"{row.model_a}_vs_{row.model_b}"
-            for name in ("disagreement", "kappa", "excess"):
-                metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
-    if "shifts" in tables:  # how many steps are shifts, per model and measure
-        for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
-            metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
-    if "profile" in tables:  # where each axis first shifts: the position of that value (the baseline is 0)
-        for key, steps in tables["profile"].groupby(["model", "axis", "measure"], sort=False):
-            first = [i for i, flag in enumerate(steps["first_shift"], start=1) if flag]
-            if first:
-                metrics[metric_key("first_shift", *(str(k) for k in key))] = float(first[0])
-    return metrics
 
 
 def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:
@@ -275,7 +279,9 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
     from prism.compare.report import write_report
 
     files = write_tables(out, tables)
-    figures = write_plots(out, tables["accuracy"], tables["sensitivity"], tables.get("divergence", pd.DataFrame()),
+    # Runs on different question sets have no divergence table: the matrix then shows its diagonal only.
+    divergence = tables.get("divergence", pd.DataFrame(columns=list(DIVERGENCE_COLUMNS)))
+    figures = write_plots(out, tables["accuracy"], tables["sensitivity"], divergence,
                           tables.get("condition_disagreement", pd.DataFrame()))
     if len(tables.get("profile", ())):
         from prism.compare.profile_plot import write_profile_plot
@@ -322,12 +328,14 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     client = mlflow.tracking.MlflowClient(uri)
     runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
 
-    mismatches = find_mismatches(runs)
+    # Runs on different question sets are compared (the paired tables pair within a set); nothing else may differ.
+    mismatches = find_mismatches(runs, across_question_sets=True)
     if mismatches and not allow_mismatch:
         raise CompareError(
             "refusing to compare runs whose results are not directly comparable:\n  - " + "\n  - ".join(mismatches)
-            + "\nCompare runs of one configuration, or pass allow_mismatch=true to compare them knowingly "
-            "(recorded on the comparison run)."
+            + "\nCompare runs of one configuration (runs on different datasets or question sets may be compared: "
+            "only the parser, the generation settings and the condition set must agree), or pass "
+            "allow_mismatch=true to compare them knowingly (recorded on the comparison run)."
         )
     for line in mismatches:
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
@@ -335,8 +343,9 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
     tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair)
+                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection))
     n_questions = len({q for m in models for q in m.cells["question_id"]})
+    notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
 
     evidence = gather_evidence(client, runs, uri)  # what the report shows of each run, read through MLflow
@@ -349,7 +358,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     try:
         # Written once the run exists, so the report can name the comparison run it belongs to.
         report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
-                               seed, allow_mismatch, tags["prism.git_commit"], tags["prism.version"])
+                               seed, allow_mismatch, tags["prism.git_commit"], tags["prism.version"],
+                               notes=tuple(notes))
         files = write_outputs(out / ARTIFACT_DIR, tables, report)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
@@ -363,7 +373,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         raise
     tracker.end("FINISHED")
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
-                            out, baseline, n_boot)
+                            out, baseline, n_boot, notes)
 
 
 def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary],
@@ -397,6 +407,28 @@ def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary
     if selection.runs:
         return pairs, selection.runs[0], cap
     return pairs, min(runs, key=lambda r: (r.start_time, r.run_id)).run_id, cap
+
+
+def _group_references(pairs: str, reference: str | None, runs: Sequence[RunSummary],
+                      selection: Selection) -> dict[str, str]:
+    """Question set -> its reference run (``pairs=reference``), by :func:`_pairing`'s rule within each set.
+
+    The set holding ``reference`` keeps it; every other set takes its first run of ``runs=[...]``, else
+    its earliest-started run (ties broken by run id).
+    """
+    if pairs != "reference":
+        return {}
+    found: dict[str, str] = {}
+    for question_set in dict.fromkeys(r.question_set for r in runs):
+        members = [r for r in runs if r.question_set == question_set]
+        ids = [r.run_id for r in members]
+        if reference in ids:
+            found[question_set] = str(reference)
+        elif selection.runs:
+            found[question_set] = next(i for i in selection.runs if i in ids)
+        else:
+            found[question_set] = min(members, key=lambda r: (r.start_time, r.run_id)).run_id
+    return found
 
 
 def _experiment_id(client: Any, experiment: str, uri: str) -> str:

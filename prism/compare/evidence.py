@@ -70,6 +70,7 @@ class ReportContext:
         allow_mismatch: Whether mismatched runs were allowed.
         git_commit: PRISM's commit that made the comparison.
         prism_version: PRISM's version that made the comparison.
+        notes: Sentences the summary must carry (an ordered scale shown out of its order).
     """
 
     run_id: str
@@ -82,6 +83,7 @@ class ReportContext:
     allow_mismatch: bool
     git_commit: str
     prism_version: str
+    notes: tuple[str, ...] = ()
 
 
 def gather_evidence(client: Any, runs: Sequence[RunSummary], uri: str | None) -> list[RunEvidence]:

@@ -8,7 +8,8 @@ option). Pure pandas over :class:`~prism.compare.tables.ModelCells`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -56,20 +57,30 @@ def disagreements_table(models: Sequence[ModelCells]) -> pd.DataFrame:
     """
     rows = []
     for model in models:
-        if not has_probabilities(model):
-            continue
-        cells = model.cells
-        parted = cells[cells["recovered"] & cells["likelihood_answer"].notna()
-                       & (cells["answer"] != cells["likelihood_answer"])]
-        for r in parted.to_dict("records"):
-            probs = r["option_probs"] if isinstance(r["option_probs"], dict) else {}
-            rows.append({"model": model.label, "question_id": r["question_id"], "condition": r["condition"],
-                         "repetition": r["repetition"], "correct_answer": r["correct_answer"], "answer": r["answer"],
-                         "likelihood_answer": r["likelihood_answer"], "p_answer": probs.get(r["answer"], math.nan),
-                         "p_likelihood": probs.get(r["likelihood_answer"], math.nan), "response": r["response"],
-                         "prompt_sha256": r["prompt_sha256"],
-                         "prompt": model.prompts.get(str(r["prompt_sha256"]), "")})
+        if has_probabilities(model):
+            rows += parted_cells(model.cells, model.label, model.prompts)
     return pd.DataFrame(rows, columns=list(DISAGREEMENT_COLUMNS))
+
+
+def parted_cells(cells: pd.DataFrame, label: str, prompts: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The rows of :func:`disagreements_table` for one run's observed scored records (``cells``).
+
+    A record counts when its response was recovered, it has a likelihood answer, and the two differ; a run
+    recorded without probabilities (no ``likelihood_answer`` column) has none.
+    """
+    if "likelihood_answer" not in cells.columns or cells.empty:
+        return []
+    recovered = cells["recovered"].fillna(False).astype(bool)
+    parted = cells[recovered & cells["likelihood_answer"].notna() & (cells["answer"] != cells["likelihood_answer"])]
+    rows = []
+    for r in parted.to_dict("records"):
+        probs = r["option_probs"] if isinstance(r["option_probs"], dict) else {}
+        rows.append({"model": label, "question_id": r["question_id"], "condition": r["condition"],
+                     "repetition": r["repetition"], "correct_answer": r["correct_answer"], "answer": r["answer"],
+                     "likelihood_answer": r["likelihood_answer"], "p_answer": probs.get(r["answer"], math.nan),
+                     "p_likelihood": probs.get(r["likelihood_answer"], math.nan), "response": r["response"],
+                     "prompt_sha256": r["prompt_sha256"], "prompt": prompts.get(str(r["prompt_sha256"]), "")})
+    return rows
 
 
 def format_readings(table: pd.DataFrame) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from prism import gee, shifts, stats
+from prism import gee, gee_fits, shifts, stats
 from prism.compare.tables import ModelCells
 from prism.types import canonical_json
 
@@ -28,7 +28,20 @@ PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to
                    "within", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "first_shift")
 
 # The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
-_FIELD = {"answer": "category", "token_jaccard": "response", "edit_distance": "response", "prob_tv": "option_probs"}
+MEASURE_FIELDS = {"answer": "category", "token_jaccard": "response", "edit_distance": "response",
+                  "prob_tv": "option_probs"}
+
+
+def measure_values(cells: pd.DataFrame, measure: str) -> pd.Series:
+    """The value each cell is compared by under ``measure`` (None for a missing text).
+
+    ``prob_tv`` keeps only the cells with probabilities, their distributions as canonical JSON.
+    """
+    if measure == "prob_tv":
+        cells = cells[cells["option_probs"].map(lambda v: isinstance(v, dict))]
+        return cells["option_probs"].map(canonical_json).astype(object)
+    return cells[MEASURE_FIELDS[measure]].map(
+        lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)).astype(object)
 
 
 def check_measures(measures: Sequence[str]) -> list[str]:
@@ -50,14 +63,12 @@ def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, n
     order = {c: i for i, c in enumerate(model.conditions)}
     cells = model.cells.assign(_c=model.cells["condition"].map(order)).sort_values(["_c", "repetition"],
                                                                                      kind="stable")
-    if measure == "prob_tv":  # only responses with probabilities take part; their distributions as JSON
-        cells = cells[cells["option_probs"].map(lambda v: isinstance(v, dict))]
-        cells = cells.assign(option_probs=cells["option_probs"].map(canonical_json))
+    values = measure_values(cells, measure)
+    cells = cells.loc[values.index]
     out = {}
     for question, group in cells.groupby("question_id", sort=False):
-        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-                  for v in group[_FIELD[measure]]]
-        out[str(question)] = (shifts.difference_matrix(values, measure), group["condition"].to_numpy())
+        texts = values.loc[group.index].tolist()
+        out[str(question)] = (shifts.difference_matrix(texts, measure), group["condition"].to_numpy())
     return out
 
 
@@ -191,6 +202,7 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Seq
         families = {c: ("baseline" if c == baseline else model.families.get(c) or fallback) for c in model.conditions}
         frames.append(pd.DataFrame({
             "run": model.run_id, "model": model.model or model.label, "dataset": model.dataset or "?",
+            "dataset_type": model.dataset_type or "objective",
             "question_id": cells["question_id"].astype(str), "condition": cells["condition"].astype(str),
             "family": cells["condition"].map(families).fillna(fallback).astype(str),
             "category": cells["category"].astype(str),
@@ -203,17 +215,26 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Seq
 
 
 def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """The ``gee_wald`` table: the clustered model of consistency with its notes (:mod:`prism.gee`).
+    """The ``gee_wald`` table: the clustered model(s) of consistency with their notes (:mod:`prism.gee_fits`).
 
     Runs that are all grids over the same axes are modelled on those axes with their two-way interactions.
+    Runs on datasets of both types get a fit by dataset and one by dataset type, one after the other.
+    """
+    return gee_tables(models, baseline)[0]
+
+
+def gee_tables(models: Sequence[ModelCells], baseline: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``gee_wald`` (every planned fit, :func:`prism.gee_fits.fit_all`) and ``gee_by_dataset``.
+
+    Returns:
+        (gee_wald, gee_by_dataset): columns :data:`prism.gee_fits.FIT_COLUMNS` and
+        :data:`prism.gee_fits.BY_DATASET_COLUMNS`.
     """
     axes = grid_axes(models)
     outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline, axes), baseline, axes)
-    result = gee.fit_consistency_gee(outcomes, notes, axes)
     term = (f"the grid's axes {', '.join(axes)} with two-way interactions" if axes
-            else f"condition term: {result.condition_term}")
-    result.notes.insert(0, f"{result.n_responses} non-baseline responses in {result.n_clusters} question "
-                           f"clusters; {term}; binomial GEE (logit), exchangeable working correlation, "
-                           "bias-reduced sandwich covariance, p from Hotelling's T-squared reference (F with the "
-                           "question clusters' degrees of freedom)")
-    return result.table()
+            else "condition term: {result.condition_term}")
+    header = ("{result.n_responses} non-baseline responses in {result.n_clusters} question clusters; " + term
+              + "; binomial GEE (logit), exchangeable working correlation, bias-reduced sandwich covariance, p from "
+              "Hotelling's T-squared reference (F with the question clusters' degrees of freedom)")
+    return gee_fits.fit_all(outcomes, notes, axes, header), gee_fits.by_dataset(outcomes, axes)

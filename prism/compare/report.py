@@ -24,7 +24,9 @@ import pandas as pd
 
 from prism.compare import report_sections as sections
 from prism.compare.evidence import ReportContext, model_numbers
+from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
+from prism.compare.readout_sections import anchor, readout_context
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import NO_KEY, number, p_value
@@ -67,6 +69,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         context: The runs and settings behind them.
     """
     from prism.compare.profile_plot import PROFILE_PNG, profile_panels
+    from prism.compare.roles import roles_note
     from prism.render import render
 
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
@@ -74,7 +77,9 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
     runs = [item.run for item in context.evidence]
     dataset = _common(runs, "dataset.name")
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
-    present = [anchor for anchor, _ in sections.SECTIONS if anchor != "differences" or "differences" in tables]
+    probabilities = "readings" in tables and len(tables["readings"]) > 0
+    present = [anchor for anchor, _ in sections.SECTIONS
+               if (anchor != "differences" or "differences" in tables) and (anchor != "two-readings" or probabilities)]
     groups = sections.difference_groups(tables["differences"], {k: v for item in context.evidence
                                                                  for k, v in item.questions.items()}) \
         if "differences" in tables else None
@@ -85,6 +90,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  f"(commit {context.git_commit[:12]})",
         nav=sections.navigation(present), mismatches=context.mismatches,
         points=summary_points(tables, context, numbers, readings),
+        coverage=coverage_lines(tables.get("question_sets", pd.DataFrame())), notes=context.notes,
         cards=sections.reading_cards(numbers, readings), rules=sections.pattern_rules(THRESHOLDS),
         sensitivity_models=sections.sensitivity_models(tables), baseline=context.baseline, significance=SIGNIFICANCE,
         figures={"accuracy": sections.figure_uri(figures, "accuracy_heatmap.png"),
@@ -92,7 +98,12 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  "divergence": sections.figure_uri(figures, "divergence_matrix.png"),
                  "profile": sections.figure_uri(figures, PROFILE_PNG)},
         profile_panels=profile_panels(tables),
+        role_rows=tables["roles"].to_dict("records") if len(tables.get("roles", ())) else [],
+        role_note=roles_note(tables["roles"]) if len(tables.get("roles", ())) else "",
         divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
+        no_pairs=("No two compared runs are on the same frozen question set, so no cells pair: see the summary "
+                  "for which tables hold which runs." if len(runs) >= 2 else
+                  "One run was compared: there is no other model to diverge from."),
         difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
         total_differences=len(tables.get("differences", ())),
         pairing_note=pairing_note(tables), cap_note=cap_note(tables),
@@ -100,10 +111,24 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,
         sampling=sections.sampling_used(context.evidence), run_id=context.run_id,
+        readout=readout_context(tables), anchor=anchor,
+        two_readings=two_readings_section(tables, context) if probabilities else None,
     )
     path = out / REPORT_HTML
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def two_readings_section(tables: Mapping[str, pd.DataFrame], context: ReportContext) -> dict[str, Any]:
+    """The two-readings section's values (:mod:`prism.compare.two_readings`), from readings.csv and its cells."""
+    from prism.compare import two_readings
+
+    parted = tables["reading_disagreements"]
+    questions = {k: v for item in context.evidence for k, v in item.questions.items()}
+    return {"rows": two_readings.report_rows(tables["readings"]),
+            "cells": two_readings.parted(parted.to_dict("records"), questions), "total": len(parted),
+            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED, "baseline": context.baseline,
+            "whole_in": "comparison/reading_disagreements.csv"}
 
 
 def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers: Sequence[ModelNumbers],
@@ -112,9 +137,16 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
     runs = [item.run for item in context.evidence]
     n_questions = int(max((item.metrics.get("n_questions", 0.0) for item in context.evidence), default=0))
     conditions = ", ".join(runs[0].conditions) if runs else ""
-    points: list[list[Part]] = [[("text", f"{len(runs)} run(s) on the same {n_questions} frozen "
-                                          f"{_common(runs, 'dataset.name')} questions, each asked under the conditions "
-                                          f"{conditions}; {context.baseline} is the baseline. Numbers are proportions "
+    question_sets = tables.get("question_sets", pd.DataFrame())
+    if len(question_sets) > 1:
+        where = "; ".join(f"{row['dataset']} ({row['dataset_type']}, {row['n_questions']} questions): {row['runs']}"
+                          for row in question_sets.to_dict("records"))
+        opening = (f"{len(runs)} runs on {len(question_sets)} frozen question sets -- {where} -- each asked under "
+                   f"the conditions {conditions}")
+    else:
+        opening = (f"{len(runs)} run(s) on the same {n_questions} frozen {_common(runs, 'dataset.name')} questions, "
+                   f"each asked under the conditions {conditions}")
+    points: list[list[Part]] = [[("text", f"{opening}; {context.baseline} is the baseline. Numbers are proportions "
                                           "with 95% intervals in brackets.")]]
     sensitivity = tables["sensitivity"]
     for item, model, reading in zip(context.evidence, numbers, readings, strict=True):

@@ -37,7 +37,9 @@ TOP_DIFFERENCES = 12
 RESPONSE_CHARS = 160
 
 SECTIONS = (("summary", "Summary"), ("readings", "Readings"), ("sensitivity", "Condition sensitivity"),
-            ("divergence", "Divergence"), ("differences", "Where models differ"), ("setup", "Reproduce"),
+            ("two-readings", "Two readings"), ("divergence", "Divergence"), ("differences", "Where models differ"),
+            ("scorecard", "Scorecard"), ("sensitivity-axes", "Axes ranked"), ("measure-agreement", "Measure agreement"),
+            ("divergence-noise", "Beyond noise"), ("setup", "Reproduce"),
             ("templates", "Templates"), ("method", "Method"), ("not-claimed", "What PRISM does not claim"))
 
 PATTERN_TEXT = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,8 @@ SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered
                   "error", "response", "prompt_sha256")
 # The likelihood reading's columns (runs with generation.label_probs=true); empty for runs without it.
 LIKELIHOOD_COLUMNS = ("option_probs", "likelihood_answer", "likelihood_correct", "label_mass")
+# Read when present (the scorecard's compliance, the trace's parse method and displayed label); empty otherwise.
+OPTIONAL_COLUMNS = ("compliant", "method", "displayed")
 
 
 class CompareError(PrismError, ValueError):
@@ -187,37 +189,82 @@ def passes_filters(run: RunSummary, selection: Selection) -> bool:
 
 
 def label_runs(runs: Sequence[RunSummary]) -> list[RunSummary]:
-    """Give each run its table label: the model name, plus ``@<run id prefix>`` when names repeat."""
+    """Give each run its table label: the model name, plus ``@<dataset>`` when names repeat on other datasets.
+
+    A model name that repeats gets ``@<dataset.name>`` when that tells its runs apart, else
+    ``@<run id prefix>``.
+    """
     names = [r.model for r in runs]
-    return [
-        RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags,
-                   label=r.model if names.count(r.model) == 1 else f"{r.model}@{r.run_id[:8]}")
-        for r in runs
-    ]
+    keys = [(r.model, r.params.get("dataset.name", "?")) for r in runs]
+
+    def label(run: RunSummary, key: tuple[str, str]) -> str:
+        if names.count(run.model) == 1:
+            return run.model
+        return f"{run.model}@{key[1]}" if keys.count(key) == 1 else f"{run.model}@{run.run_id[:8]}"
+
+    return [RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags, label=label(r, key))
+            for r, key in zip(runs, keys, strict=True)]
 
 
-def find_mismatches(runs: Sequence[RunSummary]) -> list[str]:
+def find_mismatches(runs: Sequence[RunSummary], *, across_question_sets: bool = False) -> list[str]:
     """Name every comparability key on which the runs differ (empty when they may be compared).
 
     Numbers are compared as numbers (``0`` and ``0.0`` agree) and ``null``/``None``/missing as unset.
+
+    Args:
+        runs: The runs.
+        across_question_sets: Runs on different frozen question sets may be compared (the paired tables
+            then pair only runs on the same set, :mod:`prism.compare.groups`): the question set is not a
+            key, and the template version is compared without its subjective suffix
+            (:func:`template_base`) across sets, in full within each set.
 
     Returns:
         One line per differing key, e.g. ``parser version differs: '1' in run abc (m1); '2' in run def (m2)``.
     """
     lines = []
     for label, where, key in COMPARABILITY:
-        # Runs grouped by the canonical value; each group shown with the first run's value as logged.
-        groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
-        for run in runs:
-            raw = (run.tags if where == "tag" else run.params).get(key)
-            groups.setdefault(canonical_value(raw), (raw, []))[1].append(run)
-        if len(groups) > 1:
-            parts = [
-                f"{_show(raw)} in " + ", ".join(f"run {r.run_id} ({r.model})" for r in members)
-                for raw, members in groups.values()
-            ]
-            lines.append(f"{label} ({where} {key}) differs: " + "; ".join(parts))
+        if not across_question_sets:
+            lines += _differing(label, where, key, runs, canonical_value)
+        elif key == QUESTION_SET_TAG:
+            continue
+        elif key == TEMPLATE_VERSION_PARAM:
+            found = _differing(label, where, key, runs, lambda raw: canonical_value(template_base(raw)))
+            for question_set in dict.fromkeys(r.question_set for r in runs):
+                found = found or _differing(label, where, key, [r for r in runs if r.question_set == question_set],
+                                            canonical_value)
+            lines += found
+        else:
+            lines += _differing(label, where, key, runs, canonical_value)
     return lines
+
+
+QUESTION_SET_TAG = "prism.question_set_sha256"
+TEMPLATE_VERSION_PARAM = "conditions.template_version"
+
+
+def template_base(raw: str | None) -> str | None:
+    """A template version without its subjective suffix: ``3+subjective.1`` -> ``3``.
+
+    Items without a key are asked in the condition set's subjective wording, versioned
+    ``<version>+subjective.<n>`` (:func:`prism.conditions.subjective_config`): the same condition set on
+    an objective and a subjective dataset.
+    """
+    return raw.split("+subjective.", 1)[0] if raw is not None else None
+
+
+def _differing(label: str, where: str, key: str, runs: Sequence[RunSummary],
+               canonical: Callable[[str | None], Any]) -> list[str]:
+    """The mismatch line of one key over ``runs`` (empty when they agree on it)."""
+    # Runs grouped by the canonical value; each group shown with the first run's value as logged.
+    groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
+    for run in runs:
+        raw = (run.tags if where == "tag" else run.params).get(key)
+        groups.setdefault(canonical(raw), (raw, []))[1].append(run)
+    if len(groups) < 2:
+        return []
+    parts = [f"{_show(raw)} in " + ", ".join(f"run {r.run_id} ({r.model})" for r in members)
+             for raw, members in groups.values()]
+    return [f"{label} ({where} {key}) differs: " + "; ".join(parts)]
 
 
 def canonical_value(raw: str | None) -> Any:
@@ -340,7 +387,7 @@ def load_scored(path: Path) -> pd.DataFrame:
     missing = [c for c in SCORED_COLUMNS if c not in frame.columns]
     if records and missing:
         raise CompareError(f"{path} lacks the scored-record fields {missing}")
-    frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS])
+    frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS, *OPTIONAL_COLUMNS])
     frame = frame[frame["error"].isna()].drop(columns="error").reset_index(drop=True)
     frame["repetition"] = frame["repetition"].astype("int64")
     frame["correct"] = frame["correct"].astype(bool)

@@ -62,6 +62,10 @@ class ModelCells:
             step each condition is tested by, and the profiles.
         grid: The crossed axes of a grid run (factors of the clustered model), ``()`` for a sweep.
         levels: Condition name -> axis -> value (every axis of ``axes``).
+        question_set: The run's frozen question set sha256: only runs on the same one have cells to pair.
+        dataset_type: The run's ``dataset.type`` (``objective`` or ``subjective``), a factor of the clustered model.
+        reordered: On an ordered scale (``dataset.ordinal``), the conditions that show its options out of
+            their order (:func:`prism.conditions.reordering_conditions`); empty otherwise.
     """
 
     label: str
@@ -76,11 +80,21 @@ class ModelCells:
     axes: tuple[Axis, ...] = ()
     grid: tuple[str, ...] = ()
     levels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    question_set: str = ""
+    dataset_type: str = "objective"
+    reordered: tuple[str, ...] = ()
 
 
 def has_key(model: ModelCells) -> bool:
     """Whether the run's items have an answer key (survey items have a null ``correct_answer`` throughout)."""
     return not (len(model.cells) and model.cells["correct_answer"].isna().all())
+
+
+def ordered_scale_notes(models: Sequence[ModelCells]) -> list[str]:
+    """One sentence per run whose option-order conditions reorder an ordered scale (``dataset.ordinal``)."""
+    return [f"{m.label}: {m.dataset} is an ordered scale (dataset.ordinal=true), and {', '.join(m.reordered)} "
+            "show its options out of their order, so the answers there also measure the effect of a broken scale, "
+            "not only of a reordered list." for m in models if m.reordered]
 
 
 def keyless_labels(accuracy: pd.DataFrame) -> set[str]:
@@ -364,9 +378,12 @@ def _difference_rows(a: ModelCells, b: ModelCells, cells: pd.DataFrame, pair_ind
 
 
 def pairing_note(tables: Mapping[str, pd.DataFrame]) -> str:
-    """Which pairs of runs the divergence and differences tables hold, read off the divergence table."""
+    """Which pairs of runs the divergence and differences tables hold, read off the divergence table.
+
+    Empty for runs on several question sets: :func:`prism.compare.groups.coverage_lines` says it per set.
+    """
     divergence = tables.get("divergence")
-    if divergence is None or divergence.empty:
+    if divergence is None or divergence.empty or len(tables.get("question_sets", ())) > 1:
         return ""
     pairs = list(dict.fromkeys(zip(divergence["model_a"], divergence["model_b"], strict=True)))
     n_models = tables["sensitivity"]["model"].nunique() if "sensitivity" in tables else len(pairs) + 1

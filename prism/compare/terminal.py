@@ -12,7 +12,10 @@ from typing import Any
 import pandas as pd
 
 from prism import formatting
+from prism.compare.by_type import format_consistency_by_type
 from prism.compare.core import ComparisonResult
+from prism.compare.groups import coverage_lines
+from prism.compare.readouts_text import format_readouts, render_table
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, keyless_labels, pairing_note
 from prism.metrics import NO_KEY
@@ -44,12 +47,7 @@ def _snippet(text: Any, width: int = 40) -> str:
 
 def render(frame: pd.DataFrame) -> str:
     """A plain text table, every column left-aligned (pandas right-aligns text, which hides the intervals)."""
-    columns = [str(c) for c in frame.columns]
-    cells = [[str(v) for v in row] for row in frame.itertuples(index=False)]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
-    return "\n".join(lines)
+    return render_table(frame)
 
 
 def format_runs(runs: Sequence[RunSummary]) -> str:
@@ -162,8 +160,24 @@ def format_profile(table: pd.DataFrame) -> str:
     return render(shown)
 
 
+def format_roles(table: pd.DataFrame) -> str:
+    """The roles table: each step's role, its shift verdict, the reading and, for causal steps, ``followed``."""
+    shown = pd.DataFrame({
+        "model": table["model"], "axis": table["axis"],
+        "step": table["from_condition"] + " -> " + table["to_condition"], "measure": table["measure"],
+        "role": table["role"], "shift": ["SHIFT" if s else "-" for s in table["shift"]],
+        "reading": table["reading"],
+        "followed": [f"{_num(f)} (n={n})" if r == "causal" else "-"
+                     for f, n, r in zip(table["followed"], table["followed_n"], table["role"], strict=True)],
+    })
+    return render(shown)
+
+
 def format_gee(table: pd.DataFrame) -> str:
-    """The Wald tests of the clustered model, then its notes (dropped terms, left-out data, failure) as text."""
+    """The Wald tests of each fit of the clustered model (``fit=...``), then its notes, as text."""
+    if "fit" in table and table["fit"].nunique() > 1:
+        return "\n".join(f"fit={fit}:\n" + format_gee(rows.drop(columns="fit"))
+                         for fit, rows in table.groupby("fit", sort=False))
     tests = table[table["chi2"].notna()]
     notes = table[table["chi2"].isna()]["effect"]
     lines = []
@@ -176,6 +190,19 @@ def format_gee(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def format_gee_by_dataset(table: pd.DataFrame) -> str:
+    """Per dataset, the Wald tests of its own fit, or why it was not fitted."""
+    lines = []
+    for (dataset, kind), rows in table.groupby(["dataset", "dataset_type"], sort=False):
+        tests = rows[rows["chi2"].notna()]
+        failure = [e for e in rows["effect"] if str(e).startswith("not fitted")]
+        lines.append(f"  {dataset} ({kind}): " + ("; ".join(
+            f"{e} chi2={_num(c, 2)} df={int(d)} p={_p(p)}" for e, c, d, p in
+            zip(tests["effect"], tests["chi2"], tests["df"], tests["p"], strict=True)) or
+            (failure[0] if failure else "no Wald test")))
+    return "\n".join(lines)
+
+
 def keyless_models(accuracy: pd.DataFrame) -> set[str]:
     """Models whose runs have no answer key: cells observed, yet no accuracy (``tables.accuracy_table``)."""
     return keyless_labels(accuracy)
@@ -185,6 +212,11 @@ def format_comparison(result: ComparisonResult) -> str:
     """Everything the terminal shows after a comparison."""
     tables = result.tables
     parts = [f"Compared {len(result.runs)} run(s):", format_runs(result.runs)]
+    if result.notes:
+        parts += ["", "NOTE: ordered scales shown out of their order:", *[f"  - {note}" for note in result.notes]]
+    coverage = coverage_lines(tables.get("question_sets", pd.DataFrame()))
+    if coverage:
+        parts += ["", coverage[0], *[f"  - {line}" for line in coverage[1:]]]
     if result.mismatches:
         parts += ["", "WARNING: compared despite mismatches (allow_mismatch=true):",
                   *[f"  - {m}" for m in result.mismatches]]
@@ -217,6 +249,14 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Profiles (comparison/profile.csv): each axis's steps in value order -- from the baseline on a "
                       "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
                       "where the measure shifts:", format_profile(tables["profile"])]
+    if "roles" in tables and len(tables["roles"]):
+        from prism.compare.roles import roles_note
+
+        parts += ["", "Roles (comparison/roles.csv): causal when a step moves the correct answer of some question, "
+                      "invariant otherwise;\nexpected = causal and shifted, missed = causal, no shift, spurious = "
+                      "invariant and shifted, stable = invariant, no shift;\nfollowed = share of a causal step's "
+                      "answers that are its new correct option. " + roles_note(tables["roles"]),
+                  format_roles(tables["roles"])]
     if "readings" in tables and len(tables["readings"]):
         from prism.compare.likelihood import format_readings
 
@@ -225,9 +265,19 @@ def format_comparison(result: ComparisonResult) -> str:
                       f"distance to {result.baseline}'s option distribution; the "
                       f"{len(tables['reading_disagreements'])} cells where they part are in "
                       "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
+    parts += format_readouts(tables, result.n_boot)
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
-                      "global Wald chi-square per effect:", format_gee(tables["gee_wald"])]
+                      "global Wald chi-square per effect,\np from Hotelling's T-squared reference over the question "
+                      "clusters:", format_gee(tables["gee_wald"])]
+    by_dataset = tables.get("gee_by_dataset")
+    if by_dataset is not None and by_dataset["dataset"].nunique() > 1:
+        parts += ["", "Within each dataset (comparison/gee_by_dataset.csv): the same model on model and the "
+                      "condition term:", format_gee_by_dataset(by_dataset)]
+    if "consistency_by_type" in tables and len(tables["consistency_by_type"]):
+        parts += ["", "Mean consistency with the baseline's answer per family and dataset type "
+                      "(comparison/consistency_by_type.csv; n_ = questions):",
+                  format_consistency_by_type(tables["consistency_by_type"])]
     parts += ["", f"Comparison run {result.run_id} (experiment id {result.experiment_id}); files in "
                   f"{result.output_dir / 'comparison'}",
               f"Report page: {result.output_dir / 'comparison' / 'report.html'} (also in the run's artifacts)",

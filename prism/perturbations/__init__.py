@@ -18,6 +18,8 @@ step (``op:``)        what it does                                 attributes
 ``typos``             seeded readable typos, ``count`` per field   instruction, stem
 ``nested_typos``      exactly ``count`` typos in both fields, the  instruction, stem
                       levels of one family nested
+``remove_answer``     the correct option out, an added one         answer (causal: the
+                      (``to:``) last; it becomes the key           key moves)
 ====================  ===========================================  =====================
 
 Every step's output is checked (:mod:`prism.perturbations.checks`) while the requests are built, before

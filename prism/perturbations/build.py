@@ -14,6 +14,7 @@ from typing import Any
 from prism.perturbations.checks import check_prompt, check_step, check_variant, fail
 from prism.perturbations.labels import Relabel, closing_for
 from prism.perturbations.layout import Reformat
+from prism.perturbations.missing import RemoveAnswer
 from prism.perturbations.order import Reverse, Rotate, Shuffle, SwapEnds
 from prism.perturbations.spelling import NestedTypos, Typos
 from prism.perturbations.step import Step, step_seed
@@ -33,6 +34,7 @@ OPS: dict[str, str | None] = {
     "synonyms": None,
     "typos": None,
     "nested_typos": None,
+    "remove_answer": "added_options",
 }
 
 # A step's seed is keyed by (condition, position): every condition draws its own. These steps instead share
@@ -65,6 +67,7 @@ class Library:
         instructions: Instruction name -> text.
         synonyms: Word -> its reviewed near-synonyms.
         protected_words: Words typos never touch (lower case).
+        added_options: Wording name -> the text of an option a step adds ("None of the other options").
     """
 
     closing: str
@@ -73,6 +76,7 @@ class Library:
     instructions: Mapping[str, str] = field(default_factory=dict)
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     protected_words: frozenset[str] = frozenset()
+    added_options: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Library:
@@ -84,6 +88,7 @@ class Library:
             instructions={str(k): str(v) for k, v in (cfg.get("instructions") or {}).items()},
             synonyms={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("synonyms") or {}).items()},
             protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
+            added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
         )
 
 
@@ -132,6 +137,11 @@ def make_step(spec: Mapping[str, Any], library: Library) -> Step:
         return Reformat(str(spec["to"]), _named(library, "formats", spec.get("to")))
     if op == "instruct":
         return Instruct(str(spec["to"]), _named(library, "instructions", spec.get("to")))
+    if op == "remove_answer":
+        text = str(_named(library, "added_options", spec.get("to")))
+        if not text.strip():
+            raise SpecError(f"added_options.{spec['to']} is empty; the added option needs a text")
+        return RemoveAnswer(str(spec["to"]), text)
     if op == "synonyms":
         if not library.synonyms:
             raise SpecError("step 'synonyms' needs a 'synonyms:' word list in the condition set")
@@ -194,9 +204,17 @@ def build_prompt(
     template_version: str, keys: Sequence[SeedKey] | None = None,
 ) -> Prompt:
     """Build, check and render one variant (see :func:`build_variant`); the rendered text is checked too."""
+    return build_keyed(question, condition, steps, base_format, closing, seed, template_version, keys)[0]
+
+
+def build_keyed(
+    question: Question, condition: str, steps: Sequence[Step], base_format: Format, closing: str, seed: int,
+    template_version: str, keys: Sequence[SeedKey] | None = None,
+) -> tuple[Prompt, str | None]:
+    """:func:`build_prompt`, and the canonical label of the correct option in that prompt (for scoring only)."""
     variant = build_variant(question, condition, steps, base_format, closing, seed, keys)
     prompt = to_prompt(variant, condition, template_version)
-    problem = check_prompt(variant, prompt)
+    problem = check_prompt(variant, prompt, question)
     if problem is not None:
         raise fail(question.question_id, condition, "render", problem)
-    return prompt
+    return prompt, variant.key

@@ -24,6 +24,8 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _options(question: Question, variant: Variant) -> str | None:
+    if variant.added or variant.key != question.answer:
+        return _moved_options(question, variant)
     if Counter(variant.options) != Counter(question.options):
         return (f"the option texts are not the frozen ones (same multiset): shown {list(variant.options)}, "
                 f"frozen {list(question.options)}")
@@ -41,6 +43,43 @@ def _options(question: Question, variant: Variant) -> str | None:
         if text != question.options[question.labels.index(label)]:
             return (f"position {position + 1} claims canonical option {label} but shows {text!r}, not "
                     f"{question.options[question.labels.index(label)]!r}")
+    return None
+
+
+def _moved_options(question: Question, variant: Variant) -> str | None:
+    """The options of a variant whose option set or key a step changed (attribute ``answer``).
+
+    Every shown option is a frozen one or one a step added, each under its own canonical label; the only
+    frozen option that may be left out is the correct one, and then the key is an added option; while the
+    correct option is shown, it is the key.
+    """
+    added = dict(variant.added)
+    clash = sorted(set(added) & set(question.labels))
+    if clash or len(added) != len(variant.added):
+        return f"an added option reuses the canonical label(s) {clash or list(added)} of another option"
+    table = {**dict(zip(question.labels, question.options, strict=True)), **added}
+    if len(variant.canonical) != len(variant.options) or len(set(variant.canonical)) != len(variant.canonical):
+        return (f"the canonical labels {list(variant.canonical)} do not name each of the {len(variant.options)} "
+                "options once")
+    for position, (text, label) in enumerate(zip(variant.options, variant.canonical, strict=True)):
+        if label not in table:
+            return f"position {position + 1} claims canonical option {label}, which is neither frozen nor added"
+        if text != table[label]:
+            return f"position {position + 1} claims canonical option {label} but shows {text!r}, not {table[label]!r}"
+    unshown = sorted(set(added) - set(variant.canonical))
+    if unshown:
+        return f"the added option(s) {unshown} are not shown"
+    removed = [label for label in question.labels if label not in variant.canonical]
+    if question.answer is None:
+        return "a step changed the options or the key of an item without an answer key"
+    if any(label != question.answer for label in removed):
+        return (f"the frozen option(s) {[label for label in removed if label != question.answer]} were left out; "
+                "only the correct option may be removed")
+    if removed and variant.key not in added:
+        return (f"the correct option {question.answer} was removed, so the key must be an added option, not "
+                f"{variant.key!r}")
+    if not removed and variant.key != question.answer:
+        return f"the correct option {question.answer} is still shown, but the key says {variant.key!r}"
     return None
 
 
@@ -100,9 +139,16 @@ def check_step(
     return None
 
 
-def check_prompt(variant: Variant, prompt: Prompt) -> str | None:
-    """Check the rendered prompt; None when it passes, else what is wrong with the text."""
+def check_prompt(variant: Variant, prompt: Prompt, question: Question | None = None) -> str | None:
+    """Check the rendered prompt; None when it passes, else what is wrong with the text.
+
+    With the ``question``, a frozen option the variant left out (:mod:`prism.perturbations.missing`) must
+    appear nowhere in the text beyond what the question's remaining words already hold (:func:`removed_text`).
+    """
     text = prompt.text
+    problem = None if question is None else removed_text(question, variant, text)
+    if problem is not None:
+        return problem
     if not text.endswith(variant.closing):
         return f"the prompt does not end with the output requirement {variant.closing!r}"
     if variant.stem not in text:
@@ -117,6 +163,32 @@ def check_prompt(variant: Variant, prompt: Prompt) -> str | None:
         variant.labels, variant.canonical, variant.options
     ):
         return "the prompt's label map is not the variant's"
+    return None
+
+
+def removed_text(question: Question, variant: Variant, text: str) -> str | None:
+    """Whether the text of a removed option shows through anywhere in the prompt ``text``.
+
+    It must not be a shown option (ignoring case and edge space), and the prompt may hold it (ignoring
+    case) no more often than the question's remaining words hold it anyway: the stem, the shown options and
+    labels, the closing and the format (not the instruction, which the condition set writes). So an ARC
+    stem that names its own answer ("... light ...") passes, while the option itself, or any trace a step
+    left of it, fails.
+    """
+    shown = {option.strip().casefold() for option in variant.options}
+    parts = (variant.stem, *variant.options, *variant.labels, variant.closing,
+             variant.format.layout, variant.format.option, variant.format.option_separator, variant.format.paragraph)
+    for label, option in zip(question.labels, question.options, strict=True):
+        if label in variant.canonical:
+            continue
+        needle = option.strip().casefold()
+        if needle in shown:
+            return f"the removed option {label} ({option!r}) is still shown as an option"
+        allowed = sum(part.casefold().count(needle) for part in parts)
+        found = text.casefold().count(needle)
+        if found > allowed:
+            return (f"the removed option {label} ({option!r}) appears {found} times in the prompt, more than the "
+                    f"{allowed} its remaining words hold")
     return None
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 from prism.errors import PrismError
 from prism.types import Prompt, Question
 
-Attribute = Literal["instruction", "stem", "order", "labels", "format"]
+Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer"]
 
 # Which Variant fields each attribute covers. A step may change only the fields of the attributes it
 # declares; ``question_id`` belongs to none, so no step may ever change it.
@@ -26,6 +26,9 @@ ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
     "order": ("options", "canonical"),
     "labels": ("labels", "closing"),
     "format": ("format",),
+    # The option set itself and the key that follows it: a step that removes the correct option and adds
+    # another (prism.perturbations.missing) changes which option is correct, so it declares this one.
+    "answer": ("options", "canonical", "key", "added"),
 }
 
 LAYOUT_FIELDS = ("question", "options", "closing")
@@ -89,6 +92,10 @@ class Variant:
         labels: Labels as displayed, one per position.
         closing: The output requirement the prompt ends with, naming the kind of label.
         format: The surface format.
+        key: The canonical label of the correct option as this variant shows it (the question's own key
+            unless a step of attribute ``answer`` moved it), or None for an item without a key. Steps read it
+            to build the prompt; it never reaches the prompt or the parser, only scoring.
+        added: (canonical label, text) of every option a step added; their labels come after the question's.
     """
 
     question_id: str
@@ -99,10 +106,13 @@ class Variant:
     labels: tuple[str, ...]
     closing: str
     format: Format
+    key: str | None = None
+    added: tuple[tuple[str, str], ...] = ()
 
     def changed_fields(self, other: Variant) -> set[str]:
         """Names of the fields whose values differ between this variant and ``other``."""
-        names = ("question_id", "instruction", "stem", "options", "canonical", "labels", "closing", "format")
+        names = ("question_id", "instruction", "stem", "options", "canonical", "labels", "closing", "format", "key",
+                 "added")
         return {name for name in names if getattr(self, name) != getattr(other, name)}
 
 
@@ -117,6 +127,7 @@ def base_variant(question: Question, layout: Format, closing: str) -> Variant:
         labels=question.labels,
         closing=closing,
         format=layout,
+        key=question.answer,
     )
 
 

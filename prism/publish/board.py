@@ -331,13 +331,16 @@ def shade(value: float | None) -> str:
 
 
 def per_condition(item: RunEvidence) -> list[dict[str, float | str]]:
-    """Per condition of the run: its logged rates and its consistency with the baseline."""
+    """Per condition of the run: its role, its logged rates and its consistency with the baseline."""
     rows: list[dict[str, float | str]] = []
     variants = {name.split("/")[2]: (name.split("/")[1], v) for name, v in item.metrics.items()
                 if name.startswith("consistency/") and name.count("/") == 2}
     for condition in item.run.conditions:
         family, consistency = variants.get(condition, ("", math.nan))
-        row: dict[str, float | str] = {"condition": condition, "family": family, "consistency": consistency}
+        # A run logs causal/<condition> only for a condition whose step moved the key (prism.roles).
+        role = "causal" if f"causal/{condition}" in item.metrics else "invariant"
+        row: dict[str, float | str] = {"condition": condition, "family": family, "consistency": consistency,
+                                       "role": role}
         for name in ("accuracy", "answer_recovery_rate", "instruction_compliance_rate", "likelihood_accuracy"):
             row[name] = item.metrics.get(f"{name}/{condition}", math.nan)
         rows.append(row)

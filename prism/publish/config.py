@@ -18,6 +18,9 @@ class PublishOutput:
     out: str = "site"
     # The site's title (default: "PRISM results: <experiment>").
     title: str | None = None
+    # A page per comparison run (prism.compare) of runs the site shows: its read-outs, every number linked to
+    # the cells behind it.
+    comparisons: bool = True
 
 
 @dataclass

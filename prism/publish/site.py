@@ -11,7 +11,7 @@ or from any static host. No Hydra import here: the entry point calls :func:`publ
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +21,10 @@ from prism.compare.evidence import RunEvidence
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
 from prism.publish import board
+from prism.publish.comparisons import ComparisonEvidence, comparison_heading, comparison_page
 from prism.publish.config import PublishConfig
 from prism.publish.runs import cell_of
+from prism.publish.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,9 @@ def publish(cfg: PublishConfig) -> Site:
 
     from prism.compare.core import _experiment_id, selection_from_config
     from prism.config import CompareConfig
+    from prism.publish.comparisons import comparison_runs, read_comparisons
     from prism.publish.runs import read_runs, select_runs
+    from prism.publish.trace import read_prompts
     from prism.tracking import resolve_tracking_uri
 
     if cfg.bootstrap < 1:
@@ -82,9 +86,12 @@ def publish(cfg: PublishConfig) -> Site:
     experiment_id = _experiment_id(client, experiment, uri)
     runs = select_runs(client, experiment_id, experiment, uri, selection)
     evidence = read_runs(client, [experiment_id], runs, uri)
+    comparisons = read_comparisons(comparison_runs(client, experiment_id, [r.run_id for r in runs]), uri) \
+        if cfg.publish.comparisons else []
     title = cfg.publish.title or f"PRISM results: {experiment}"
     return write_site(Path(cfg.publish.out), evidence,
-                      Context(title, uri, experiment, experiment_id, cfg.bootstrap, cfg.seed))
+                      Context(title, uri, experiment, experiment_id, cfg.bootstrap, cfg.seed), comparisons,
+                      read_prompts(evidence, uri))
 
 
 @dataclass(frozen=True)
@@ -129,15 +136,21 @@ def run_page(run_id: str) -> str:
     return f"runs/{board.slug(run_id)}.html"
 
 
-def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> Site:
-    """Write every page of the site into ``out`` and return what was written."""
+def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
+               comparisons: Sequence[ComparisonEvidence] = (),
+               prompts: Mapping[str, Mapping[str, str]] | None = None) -> Site:
+    """Write every page of the site into ``out`` and return what was written.
+
+    ``comparisons`` get a page each (their read-outs); ``prompts`` (run id -> prompt sha256 -> text) fill
+    the trace pages every number links to (:mod:`prism.publish.trace`).
+    """
     from importlib.resources import files
 
     from prism.compare import report_sections as sections
     from prism.render import render
 
     previous = _claim(out)
-    for folder in ("models", "runs"):
+    for folder in ("models", "runs", "comparisons"):
         (out / folder).mkdir(exist_ok=True)
     templates = files("prism") / "templates"
     (out / STYLESHEET).write_text((templates / "style.css").read_text(encoding="utf-8")
@@ -146,6 +159,7 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
     common = {"csp": CSP, "site": context, "built": built, "NOT_CLAIMED": sections.NOT_CLAIMED,
               "rules": sections.pattern_rules(THRESHOLDS)}
     site = Site(out, runs=[item.run.run_id for item in evidence], tracking_uri=context.tracking_uri)
+    trace = Trace({item.run.run_id: item for item in evidence}, prompts or {})
     groups = board.groups(evidence, context.n_boot, context.seed)
     panels = board.panels(evidence)
     metrics = board.LEADERBOARD + tuple(m for m in board.LIKELIHOOD if any(m in g.likelihood for g in groups))
@@ -156,7 +170,8 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
                       groups=sorted_groups, panels=panels, order=order, metrics=board.LEADERBOARD,
                       first_order=lambda key: board.first_order(key, metrics), shade=board.shade,
                       index_page=page == "index.html", n_runs=len(evidence),
-                      models=sorted({item.run.model for item in evidence}))
+                      models=sorted({item.run.model for item in evidence}), cells_page=trace.at("").run,
+                      comparisons=[(c.page, comparison_heading(c, evidence)) for c in comparisons])
         _write(out, page, text, site)
 
     rows = {row.item.run.run_id: row for g in groups for row in g.rows}
@@ -168,7 +183,7 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
         text = render("site/model.html.j2", **common, **_links("../"), title=f"{model} · {context.title}",
                       stylesheet="../" + STYLESHEET, model=model, items=items,
                       rows=[rows[i.run.run_id] for i in items],
-                      heat=panel, shade=board.shade, metrics=board.LEADERBOARD,
+                      heat=panel, shade=board.shade, metrics=board.LEADERBOARD, cells_page=trace.at("../").run,
                       setup=sections.setup_rows(items, absent="not recorded"))
         _write(out, model_page(model), text, site)
 
@@ -184,12 +199,38 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context) -> 
                       setup=sections.setup_rows([item], absent="not recorded"),
                       template_groups=sections.template_groups([item]), problems=sections.problems([item]),
                       disagreements=board.disagreements(item), options=sections.option_lines,
-                      run_url=context.run_url(item.run.run_id), sampling=sections.sampling_used([item]))
+                      run_url=context.run_url(item.run.run_id), sampling=sections.sampling_used([item]),
+                      trace=trace.at("../"),
+                      two_readings=two_readings_section(item))
         _write(out, run_page(item.run.run_id), text, site)
+    for comparison in comparisons:
+        _write(out, comparison.page, comparison_page(comparison, evidence, trace.at("../"), common), site)
+    site.pages += trace.write(out, render, common)
     for stale in sorted(previous - set(site.pages)):  # pages of runs no longer selected must not linger
         (out / stale).unlink(missing_ok=True)
     (out / MANIFEST).write_text("".join(f"{page}\n" for page in [STYLESHEET, *site.pages]), encoding="utf-8")
     return site
+
+
+def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
+    """A run page's two-readings section (:mod:`prism.compare.two_readings`), or None for a run without it.
+
+    The rows are the run's logged per-condition metrics; the parted cells come from its scored records.
+    """
+    from prism.compare import two_readings
+    from prism.compare.likelihood import parted_cells
+
+    if not two_readings.has_two_readings(item.metrics):
+        return None
+    run = item.run
+    rows = two_readings.site_rows(run.model, run.run_id, run.conditions, item.metrics, board.has_no_key(item))
+    scored = item.scored
+    observed = ([] if scored is None or scored.empty else
+                parted_cells(scored[scored["error"].isna()] if "error" in scored else scored, run.model, {}))
+    return {"rows": rows, "cells": two_readings.parted(observed, item.questions), "total": len(observed),
+            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED,
+            "baseline": run.params.get("conditions.baseline", "the baseline"),
+            "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty}
 
 
 def _claim(out: Path) -> set[str]:

@@ -1,0 +1,129 @@
+"""``comparison/divergence_noise.csv``: where two models differ beyond the noise of both.
+
+For a pair of models (:func:`prism.compare.tables.model_pairs`), a condition both ran and a shift measure,
+per question:
+
+- *between* is the mean difference over every cross pair (a response of model a with one of model b, any
+  repetitions);
+- *within_a* (*within_b*) is the mean difference over distinct pairs of model a's (b's) own repetitions:
+  how much the model disagrees with itself under that very condition;
+- *excess* = between - (within_a + within_b) / 2.
+
+This is the shift of :mod:`prism.shifts` with the two models in place of two conditions, so it gets the
+same two-level bootstrap interval (questions, and repetitions inside each question) and the same one-sided
+permutation p-value (the model labels shuffled among a question's responses), Holm-corrected over the
+pair's conditions per measure; ``beyond_noise`` is an excess above 0 with Holm p below 0.05. Questions
+where either model has fewer than two responses under the condition are left out.
+
+Without repetitions there is no within-condition noise to subtract: such rows keep the between (with its
+interval) and leave within, excess and p empty, and ``note`` says so; nothing stands in for the noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from prism import shifts, stats
+from prism.compare.noise import measure_values
+from prism.compare.tables import ModelCells, Pair, shared_conditions
+
+NOISE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "condition", "measure", "n_questions", "between",
+                 "within_a", "within_b", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "beyond_noise",
+                 "note")
+
+NO_REPETITIONS = ("no repetitions under this condition ({who}): a model's own noise cannot be measured, so no "
+                  "excess is given; between (with its interval) is the raw cross-model difference, noise included. "
+                  "Run with generation.repetitions=2 or more (and a temperature above 0)")
+
+
+def _responses(model: ModelCells, condition: str, measure: str) -> dict[str, list[str | None]]:
+    """Per question, the model's values under the condition, in repetition order."""
+    cells = model.cells[model.cells["condition"] == condition].sort_values("repetition", kind="stable")
+    values = measure_values(cells, measure)
+    cells = cells.loc[values.index]
+    return {str(q): values.loc[group.index].tolist() for q, group in cells.groupby("question_id", sort=False)}
+
+
+def _mean_off_diagonal(block: np.ndarray) -> float:
+    n = block.shape[0]
+    return float(block.sum() / (n * (n - 1))) if n >= 2 else math.nan
+
+
+def pair_step(a: dict[str, list[str | None]], b: dict[str, list[str | None]],
+              measure: str) -> tuple[shifts.StepData, float, float]:
+    """The two models' responses as one step (a's first), and the mean within of each over the repeated questions."""
+    blocks, own_a, own_b = [], [], []
+    for question, values_a in a.items():
+        values_b = b.get(question)
+        if not values_b:
+            continue
+        matrix = shifts.difference_matrix([*values_a, *values_b], measure)
+        n_a = len(values_a)
+        blocks.append((matrix, n_a, len(values_b)))
+        if n_a >= 2 and len(values_b) >= 2:
+            own_a.append(_mean_off_diagonal(matrix[:n_a, :n_a]))
+            own_b.append(_mean_off_diagonal(matrix[n_a:, n_a:]))
+    within_a = float(np.mean(own_a)) if own_a else math.nan
+    within_b = float(np.mean(own_b)) if own_b else math.nan
+    return shifts.StepData.from_blocks(blocks), within_a, within_b
+
+
+def _unrepeated(a: ModelCells, b: ModelCells, condition: str) -> str:
+    """Which of the two models has no question with two responses under the condition."""
+    def repeated(model: ModelCells) -> bool:
+        cells = model.cells[model.cells["condition"] == condition]
+        return bool(len(cells) and (cells.groupby("question_id").size() >= 2).any())
+
+    lacking = [m.label for m in (a, b) if not repeated(m)]
+    return " and ".join(lacking) or f"no question has two responses of both {a.label} and {b.label}"
+
+
+def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_boot: int, n_permutations: int,
+                           seed: int) -> pd.DataFrame:
+    """Cross-model difference beyond both models' own noise, per pair, shared condition and measure.
+
+    Args:
+        pairs: The pairs of runs (:func:`prism.compare.tables.model_pairs`).
+        measures: The shift measures (``prob_tv`` only where both runs recorded probabilities).
+        n_boot: Two-level bootstrap resamples.
+        n_permutations: Label permutations behind each p-value.
+        seed: Seeds every bootstrap and permutation (:func:`prism.shifts.shift`).
+
+    Returns:
+        Columns :data:`NOISE_COLUMNS`, per pair in the given order, per measure, conditions in a's order.
+    """
+    rows: list[dict[str, Any]] = []
+    for a, b in pairs:
+        for measure in measures:
+            group: list[dict[str, Any]] = []
+            for condition in shared_conditions(a, b):
+                data, within_a, within_b = pair_step(_responses(a, condition, measure),
+                                                     _responses(b, condition, measure), measure)
+                if not data.matrices:  # prob_tv without probabilities, or no question both answered
+                    continue
+                est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+                repeated = data.repeated
+                group.append({"model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
+                              "condition": condition, "measure": measure, "n_questions": est.n_questions,
+                              "between": est.between, "within_a": within_a if repeated else math.nan,
+                              "within_b": within_b if repeated else math.nan, "excess": est.excess,
+                              "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
+                              "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition))})
+            adjusted = stats.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
+            for row, p_holm in zip(group, adjusted, strict=True):
+                row["p_holm"] = float(p_holm)
+                row["beyond_noise"] = shifts.is_shift(row["excess"], row["p_holm"])
+            rows += group
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in NOISE_COLUMNS})
+    return pd.DataFrame(rows, columns=list(NOISE_COLUMNS))
+
+
+def has_repetitions(table: pd.DataFrame) -> bool:
+    """Whether any row of the table has an excess (some condition had repetitions on both sides)."""
+    return bool(len(table) and table["excess"].notna().any())

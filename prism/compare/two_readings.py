@@ -1,0 +1,151 @@
+"""What the two-readings section shows, in ``report.html`` and on the published site's run pages.
+
+Runs recorded with ``generation.label_probs=true`` have two readings of every answer: the option the
+parser recovered from the text, and the option whose label the model's first reply token most preferred.
+The section shows them side by side per model and condition (parsed accuracy, likelihood accuracy,
+reading agreement, label mass, TV distance from the baseline's option distribution), then the cells where
+they part, each with its raw response. Items without an answer key have no accuracy in either reading
+(:data:`prism.formatting.NO_KEY`), as in every other table.
+
+The report takes its rows from compare's ``readings`` and ``reading_disagreements`` tables
+(:mod:`prism.compare.likelihood`); the site takes them from each run's logged per-condition metrics and
+its scored records, so each number on the site is the MLflow metric it names (``data-run``,
+``data-metric``). Plain values only; ``prism/templates/sections/two_readings.j2`` turns them into markup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from prism.formatting import missing
+
+# The columns of the side-by-side table: (the measure's name in readings.csv and in MLflow, its heading).
+MEASURES = (("accuracy", "parsed accuracy"), ("likelihood_accuracy", "likelihood accuracy"),
+            ("reading_agreement", "reading agreement"), ("mean_label_mass", "label mass"),
+            ("mean_prob_tv", "TV from the baseline"))
+# The measures that need an answer key.
+KEYED = ("accuracy", "likelihood_accuracy")
+# How many parted cells a page lists (the CSV and the run's scored records have them all).
+TOP_PARTED = 12
+
+
+@dataclass(frozen=True)
+class ReadingRow:
+    """One model and condition, both readings side by side.
+
+    Attributes:
+        model: The run's name in the tables.
+        condition: The condition.
+        values: Each of :data:`MEASURES` (NaN when undefined).
+        no_key: Whether the items have no answer key (the accuracies are then n/a, not undefined).
+        n: Observed cells, when known.
+        n_label_probs: Of those, the cells with label probabilities, when known.
+        run_id: The run whose logged metric ``<measure>/<condition>`` each value is (the site), or None.
+    """
+
+    model: str
+    condition: str
+    values: Mapping[str, float]
+    no_key: bool
+    n: int | None = None
+    n_label_probs: int | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PartedCell:
+    """A cell whose parsed answer and likelihood answer differ, as the page lists it.
+
+    Attributes:
+        model: The run's name in the tables.
+        question_id: The question.
+        condition: The condition.
+        repetition: The repetition.
+        question: The question's stem ("" when the frozen questions could not be read).
+        options: Its options as ``A. text`` lines (canonical labels).
+        key: The canonical label of the correct option, or None (no key).
+        answer: The parsed answer (canonical label).
+        p_answer: The probability of the parsed answer's option.
+        likelihood_answer: The likelihood answer (canonical label).
+        p_likelihood: Its probability.
+        response: The raw response, whole.
+    """
+
+    model: str
+    question_id: str
+    condition: str
+    repetition: int
+    question: str
+    options: tuple[str, ...]
+    key: str | None
+    answer: str
+    p_answer: float
+    likelihood_answer: str
+    p_likelihood: float
+    response: str
+
+
+def report_rows(readings: pd.DataFrame) -> list[ReadingRow]:
+    """The report's rows, from compare's ``readings`` table.
+
+    That table leaves a model's parsed accuracy NaN only where it has no answer key or no observed cell
+    (:func:`prism.compare.likelihood.readings_table`), so observed cells without an accuracy mean no key.
+    """
+    rows = []
+    for r in readings.to_dict("records"):
+        values = {key: _float(r[key]) for key, _ in MEASURES}
+        no_key = int(r["n"]) > 0 and math.isnan(values["accuracy"])
+        rows.append(ReadingRow(str(r["model"]), str(r["condition"]), values, no_key, int(r["n"]),
+                               int(r["n_label_probs"])))
+    return rows
+
+
+def site_rows(label: str, run_id: str, conditions: Sequence[str], metrics: Mapping[str, float],
+              no_key: bool) -> list[ReadingRow]:
+    """A run's rows on the site: its logged ``<measure>/<condition>`` metrics (NaN where none was logged)."""
+    return [ReadingRow(label, condition, {key: float(metrics.get(f"{key}/{condition}", math.nan))
+                                          for key, _ in MEASURES}, no_key, run_id=run_id)
+            for condition in conditions]
+
+
+def has_two_readings(metrics: Mapping[str, float]) -> bool:
+    """Whether a run logged the likelihood reading (it was recorded with ``generation.label_probs=true``)."""
+    return "reading_agreement" in metrics or "n_label_probs" in metrics
+
+
+def parted(rows: Sequence[Mapping[Any, Any]], questions: Mapping[str, Mapping[str, Any]],
+           limit: int = TOP_PARTED) -> list[PartedCell]:
+    """The first ``limit`` parted cells, the likeliest-first reading furthest from the parsed one first.
+
+    Args:
+        rows: Rows of :data:`prism.compare.likelihood.DISAGREEMENT_COLUMNS` (the CSV's, or
+            :func:`prism.compare.likelihood.parted_cells`' for one run).
+        questions: Frozen questions by id, for the stem and options.
+        limit: How many to list.
+    """
+    def gap(row: Mapping[Any, Any]) -> float:
+        p, q = _float(row["p_likelihood"]), _float(row["p_answer"])
+        return -math.inf if math.isnan(p) or math.isnan(q) else p - q
+
+    ranked = sorted(rows, key=lambda r: (-gap(r), str(r["model"]), str(r["question_id"]), str(r["condition"]),
+                                         int(r["repetition"])))
+    cells = []
+    for r in ranked[:limit]:
+        q = questions.get(str(r["question_id"])) or {}
+        options = tuple(f"{label}. {text}" for label, text in zip(q.get("labels", ()), q.get("options", ()),
+                                                                   strict=False))
+        key = r.get("correct_answer")
+        cells.append(PartedCell(str(r["model"]), str(r["question_id"]), str(r["condition"]), int(r["repetition"]),
+                                str(q.get("question", "")), options, None if missing(key) else str(key),
+                                str(r["answer"]), _float(r["p_answer"]), str(r["likelihood_answer"]),
+                                _float(r["p_likelihood"]), "" if missing(r["response"]) else str(r["response"])))
+    return cells
+
+
+def _float(value: Any) -> float:
+    return math.nan if missing(value) else float(value)
