@@ -357,8 +357,8 @@ def run(ctx: Context) -> Section:
     results = []
     for i, (n, repetitions) in enumerate(chosen):
         # The default fsync per completion only at a small first size: at 1M cells it would take hours.
-        small = i == 0 and n * repetitions * len(conditions.names) <= DEFAULT_SYNC_MAX_CELLS
-        results.append(measure(ctx, n, repetitions, conditions, kill=i == len(chosen) - 1, default_sync=small))
+        at_default = i == 0 and n * repetitions * len(conditions.names) <= DEFAULT_SYNC_MAX_CELLS
+        results.append(measure(ctx, n, repetitions, conditions, kill=i == len(chosen) - 1, default_sync=at_default))
     rows = ["| cells | run s | cells/s | peak RSS MiB | rerun s | rerun cells/s | rerun peak MiB | run CPU s | "
             "rerun CPU s | responses MiB | scored MiB |",
             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -398,4 +398,4 @@ def run(ctx: Context) -> Section:
         f"(peak {large['resume_peak_rss_mib']:.0f} MiB), and its scored records equal the uninterrupted run's "
         "apart from `cached`, `timestamp` and `latency_s`.",
     ]
-    return Section("10. A run at scale", COMMAND, body, figures)
+    return Section("12. A run at scale", COMMAND, body, figures)
