@@ -101,3 +101,44 @@ def test_within_each_dataset_the_condition_term_has_its_own_test() -> None:
         "arc": ["model", "family", "model:family"], "compass": ["model", "family", "model:family"]}
     assert set(table.loc[table["dataset"] == "compass", "dataset_type"]) == {"subjective"}
     assert (table["n_clusters"] == 30).all() and (table["n_responses"] == 2 * 30 * 4).all()
+
+
+def test_a_fit_stopped_by_separation_is_followed_by_one_without_the_separated_family() -> None:
+    # Three families; on the subjective dataset every "logical" response keeps the baseline's answer (as SmolLM2's
+    # rewordings did on Political Compass): that cell's logit is infinite, so the full fit cannot be made.
+    frame = synthetic(1.0, 3)
+    logical = frame[frame["condition"] == "P4"].assign(condition="P5", family="logical")
+    logical.loc[logical["dataset_type"] == "subjective", "category"] = "A"
+    table = wald(pd.concat([frame, logical], ignore_index=True))
+    assert list(dict.fromkeys(table["fit"])) == ["dataset", "dataset without separated", "dataset_type",
+                                                 "dataset_type without separated"]
+    for fit in ("dataset", "dataset_type"):
+        full = table[table["fit"] == fit]
+        assert full["chi2"].isna().all()
+        assert any(e.startswith("not fitted: perfect separation") and "family=logical" in e for e in full["effect"])
+        refit = table[table["fit"] == f"{fit} without separated"]
+        assert f"family:{fit}" in refit.loc[refit["chi2"].notna(), "effect"].tolist()
+        assert any("refitted without the family levels logical" in e and "covers only option_order, labels" in e
+                   for e in refit["effect"])
+        # Without the separated family it is exactly the fit of the data that never had it.
+    plain = wald(frame)
+    for fit in ("dataset", "dataset_type"):
+        assert p_of(table, f"{fit} without separated", f"family:{fit}") == pytest.approx(
+            p_of(plain, fit, f"family:{fit}"))
+    # A fit that separation does not stop gets no refit.
+    assert "dataset without separated" not in set(plain["fit"])
+
+
+def test_within_a_dataset_a_separated_family_is_left_out_of_a_refit_too() -> None:
+    frame = synthetic(1.0, 4)
+    logical = frame[frame["condition"] == "P4"].assign(condition="P5", family="logical")
+    logical.loc[logical["dataset"] == "compass", "category"] = "A"
+    outcomes, _ = gee.consistency_outcomes(pd.concat([frame, logical], ignore_index=True), "P0")
+    table = gee_fits.by_dataset(outcomes)
+    compass = table[table["dataset"] == "compass"]
+    assert any(e.startswith("not fitted: perfect separation") for e in compass["effect"])
+    assert compass.loc[compass["chi2"].notna(), "effect"].tolist()[:1] == ["model"]
+    assert "family" in compass.loc[compass["chi2"].notna(), "effect"].tolist()
+    assert any("refitted without the family levels logical" in e for e in compass["effect"])
+    arc = table[table["dataset"] == "arc"]  # varies everywhere: fitted once, no refit
+    assert not any("refitted" in e for e in arc["effect"]) and arc["chi2"].notna().any()
