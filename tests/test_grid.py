@@ -81,6 +81,9 @@ def test_three_axes_compose_and_the_grid_is_rendered_for_every_question(question
         ("[labels,colour]", [], r"names \['colour'\], which are not axes of this set"),
         ("[labels,labels]", [], "names an axis twice"),
         ("[spelling,paraphrase]", [], r"both change \['instruction'\]"),
+        # Removing the correct option and reordering the options both move the options and their labels.
+        ("[missing_answer,option_order]", [], r"axes 'missing_answer' and 'option_order' both change "
+                                              r"\['canonical', 'options'\]"),
         ("[labels,option_order]", ["conditions.max_conditions=24"],
          r"has 25 conditions \(5 x 5\), more than conditions.max_conditions=24; .*conditions.max_conditions=25"),
         ("[labels,option_order,format,logical]", [], r"has 300 conditions \(5 x 5 x 4 x 3\)"),
