@@ -105,6 +105,13 @@ def _sqlite_first_use_lock(uri: str) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _lost_dataset_race(exc: BaseException) -> bool:
+    """Whether an MLflow error is another run inserting the same dataset first (a unique-key violation)."""
+    text = str(exc)
+    return "dataset" in text and any(mark in text for mark in ("UniqueViolation", "UNIQUE constraint failed",
+                                                                "Duplicate entry", "duplicate key value"))
+
+
 class MlflowTracker:
     """One MLflow run at a time, in one experiment of one tracking store."""
 
@@ -170,7 +177,16 @@ class MlflowTracker:
             # MLflow warns that a local path "can be interpreted in multiple ways" and picks the right one.
             warnings.simplefilter("ignore", UserWarning)
             dataset = self._mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
-        self._mlflow.log_input(dataset, context="evaluation")
+        try:
+            self._mlflow.log_input(dataset, context="evaluation")
+        except Exception as exc:
+            if not _lost_dataset_race(exc):
+                raise
+            # Runs of a parallel sweep log the same question set at once; the store looks the dataset up,
+            # then inserts it, so the slower insert hits the unique key. The dataset is there now: once more
+            # links this run to it.
+            log.info("question set %s was being logged by another run at the same time; linking it again", name)
+            self._mlflow.log_input(dataset, context="evaluation")
 
     def end(self, status: str = "FINISHED") -> None:
         """End the active run with ``FINISHED`` or ``FAILED``."""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,44 @@ def test_tracking_server_without_an_address_is_an_error_not_a_local_fallback(mon
         resolve_tracking_uri(None, require_server=True)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://team:5000")
     assert resolve_tracking_uri(None, require_server=True) == "http://team:5000"
+
+
+class _RacingMlflow:
+    """Stands in for ``mlflow`` in log_question_set: the first ``log_input`` raises ``first``, later ones log."""
+
+    def __init__(self, first: Exception) -> None:
+        import types
+
+        self.first: Exception | None = first
+        self.logged: list[str] = []
+        self.data = types.SimpleNamespace(from_pandas=lambda frame, **kw: kw["name"])
+
+    def log_input(self, dataset: str, context: str) -> None:
+        if self.first is not None:
+            error, self.first = self.first, None
+            raise error
+        self.logged.append(dataset)
+
+
+def _tracker_with(fake: _RacingMlflow) -> Any:
+    tracker = MlflowTracker.__new__(MlflowTracker)
+    tracker._mlflow = fake
+    return tracker
+
+
+QUESTION = {"question_id": "q1", "question": "?", "options": ["a", "b"], "labels": ["A", "B"], "answer": "A"}
+
+
+def test_a_question_set_another_sweep_run_inserted_first_is_linked_again() -> None:
+    race = RuntimeError('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+                       'constraint "dataset_pk"')
+    fake = _RacingMlflow(race)
+    _tracker_with(fake).log_question_set([QUESTION], "arc-n1", "0" * 64, "/tmp/x.jsonl")
+    assert fake.logged == ["arc-n1"]
+
+
+def test_any_other_store_error_while_logging_the_question_set_is_raised() -> None:
+    fake = _RacingMlflow(RuntimeError("connection refused"))
+    with pytest.raises(RuntimeError, match="connection refused"):
+        _tracker_with(fake).log_question_set([QUESTION], "arc-n1", "0" * 64, "/tmp/x.jsonl")
+    assert fake.logged == []
