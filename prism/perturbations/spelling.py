@@ -19,6 +19,7 @@ import random
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from prism.perturbations.variant import Attribute, Variant
 
@@ -91,22 +92,43 @@ def spelling_problem(before: str, after: str, protected: Iterable[str]) -> str |
 
 
 @dataclass(frozen=True)
-class Typos:
-    """Up to ``count`` typos in the instruction and up to ``count`` in the stem.
+class _TypoStep:
+    """What both typo steps share: their fields, their name's form and the per-field typo check.
 
     Attributes:
-        count: Typos per field (fewer when a field has fewer editable words).
+        count: How many typos (per field or in all: each subclass says).
         protected: Words never touched, lower case (units and the like, from the condition set).
     """
 
     count: int
     protected: frozenset[str] = frozenset()
     changes: frozenset[Attribute] = frozenset({"instruction", "stem"})
+    # The name's prefix: the step reads as ``<prefix>(<count>)`` in messages and logged conditions.
+    prefix: ClassVar[str]
 
     @property
     def name(self) -> str:
-        """``typos(<count>)``."""
-        return f"typos({self.count})"
+        """``<prefix>(<count>)``."""
+        return f"{self.prefix}({self.count})"
+
+    def field_problem(self, before: Variant, after: Variant) -> str | None:
+        """The first field of instruction and stem not changed by readable typos in editable words only."""
+        for field in ("instruction", "stem"):
+            problem = spelling_problem(getattr(before, field), getattr(after, field), self.protected)
+            if problem is not None:
+                return f"{field}: {problem}"
+        return None
+
+
+@dataclass(frozen=True)
+class Typos(_TypoStep):
+    """Up to ``count`` typos in the instruction and up to ``count`` in the stem.
+
+    Attributes:
+        count: Typos per field (fewer when a field has fewer editable words).
+    """
+
+    prefix: ClassVar[str] = "typos"
 
     def apply(self, variant: Variant, seed: int) -> Variant:
         """Draw the words and the edits from ``random.Random(seed)``: instruction first, then stem."""
@@ -116,11 +138,7 @@ class Typos:
 
     def verify(self, before: Variant, after: Variant) -> str | None:
         """Both fields must differ from the original by readable typos in editable words only."""
-        for field in ("instruction", "stem"):
-            problem = spelling_problem(getattr(before, field), getattr(after, field), self.protected)
-            if problem is not None:
-                return f"{field}: {problem}"
-        return None
+        return self.field_problem(before, after)
 
 
 def _editable_positions(text: str, protected: frozenset[str]) -> list[int]:
@@ -143,22 +161,14 @@ def _changed_words(before: str, after: str) -> int:
 
 
 @dataclass(frozen=True)
-class NestedTypos:
+class NestedTypos(_TypoStep):
     """Exactly ``count`` typos over the instruction and the stem together, nested across levels.
 
     Attributes:
         count: Typos in all (each in its own word).
-        protected: Words never touched, lower case (units and the like, from the condition set).
     """
 
-    count: int
-    protected: frozenset[str] = frozenset()
-    changes: frozenset[Attribute] = frozenset({"instruction", "stem"})
-
-    @property
-    def name(self) -> str:
-        """``nested_typos(<count>)``."""
-        return f"nested_typos({self.count})"
+    prefix: ClassVar[str] = "nested_typos"
 
     def apply(self, variant: Variant, seed: int) -> Variant:
         """Order every editable word of both fields and draw each one's typo from ``random.Random(seed)``.
@@ -184,10 +194,9 @@ class NestedTypos:
 
     def verify(self, before: Variant, after: Variant) -> str | None:
         """Exactly ``count`` words changed in the two fields, each by one readable typo of an editable word."""
-        for field in ("instruction", "stem"):
-            problem = spelling_problem(getattr(before, field), getattr(after, field), self.protected)
-            if problem is not None:
-                return f"{field}: {problem}"
+        problem = self.field_problem(before, after)
+        if problem is not None:
+            return problem
         changed = sum(_changed_words(getattr(before, f), getattr(after, f)) for f in ("instruction", "stem"))
         if changed != self.count:
             room = sum(len(_editable_positions(getattr(before, f), self.protected)) for f in ("instruction", "stem"))
