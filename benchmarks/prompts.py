@@ -1,4 +1,4 @@
-"""The exact prompts and generation parameters a PRISM run sends, for scripts that bypass PRISM.
+"""The exact prompts, generation parameters and condition names a PRISM run uses, for scripts that bypass PRISM.
 
 The side-by-side benchmarks compare ``python -m prism`` with a minimal llama.cpp loop over the same
 requests. Both must see byte-identical prompts in the same order with the same parameters, so the list is
@@ -14,20 +14,43 @@ from typing import TYPE_CHECKING
 from benchmarks.common import REPO
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from prism.config import PrismConfig
+
+
+def _composed(overrides: list[str]) -> DictConfig:
+    """``conf/config.yaml`` composed as ``python -m prism`` would, before any schema conversion."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from prism.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides)
 
 
 def compose(overrides: list[str]) -> PrismConfig:
     """Compose ``conf/config.yaml`` as ``python -m prism`` would, as its schema."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from prism.config import PrismConfig, to_schema
 
-    from prism.config import PrismConfig, register_configs, to_schema
+    return to_schema(_composed(overrides), PrismConfig)
 
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    return to_schema(cfg, PrismConfig)
+
+def condition_names(conditions: str) -> list[str]:
+    """The condition names of the condition set ``conditions`` (e.g. ``robustness``), as the main app composes it.
+
+    Scripts that write replay files for a set need its names in PRISM's own order, so they are taken from
+    the composed set, never listed by hand.
+    """
+    from omegaconf import OmegaConf
+
+    from prism.conditions import condition_set_from_config
+
+    resolved = OmegaConf.to_container(_composed([f"conditions={conditions}"]), resolve=True)
+    assert isinstance(resolved, dict)
+    return list(condition_set_from_config(resolved["conditions"]).names)
 
 
 def write_requests(overrides: list[str], path: Path, order: str = "condition") -> int:

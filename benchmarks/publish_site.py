@@ -33,29 +33,13 @@ import yaml
 
 from benchmarks.common import Context, Section, run_timed
 from benchmarks.compare_scale import replay_records
+from benchmarks.prompts import condition_names
 
 COMMAND = "python -m benchmarks --only publish"
 SEED = 0
 # (dataset config, split): three question sets; arc_challenge's validation split is a dataset of its own.
 DATASETS = (("arc_challenge", "test"), ("sciq", "test"), ("arc_challenge", "validation"))
 CONDITION_SETS = ("prism", "robustness")
-
-
-def condition_names(conditions: str) -> list[str]:
-    """The condition names of a condition set, as the main app composes it."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from benchmarks.common import REPO
-    from prism.conditions import condition_set_from_config
-    from prism.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"conditions={conditions}"])
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(resolved, dict)
-    return list(condition_set_from_config(resolved["conditions"]).names)
 
 
 def _template_runs(ctx: Context, work: Path, n_questions: int) -> tuple[list[str], float, Path]:

@@ -25,7 +25,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(REPO))  # this checkout's benchmarks package, which no install provides
 from screenshots import shoot  # noqa: E402  (the same browser flags and PNG shrinking as the report's shots)
+
+from benchmarks.prompts import condition_names  # noqa: E402  (the same composition as the publish benchmark's)
 
 # Scripted models: (name, chance the usual answer is right, chance a condition departs from it).
 REPLAY_MODELS = (("steady", 0.8, 0.05), ("wobbly", 0.5, 0.35), ("stubborn", 0.3, 0.1))
@@ -45,23 +48,6 @@ def common(workdir: Path, uri: str, data_dir: str, n: int) -> list[str]:
     """Overrides every run of the demo shares."""
     return [f"dataset.n={n}", f"tracking.uri={uri}", f"store.path={workdir}/store.sqlite",
             f"dataset.cache_dir={workdir}/frozen", f"dataset.data_dir={data_dir}"]
-
-
-def condition_names(conditions: str) -> list[str]:
-    """The condition names of a condition set, as the main app composes it."""
-    from hydra import compose, initialize_config_dir
-
-    from prism.conditions import condition_set_from_config
-    from prism.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"conditions={conditions}"])
-    from omegaconf import OmegaConf
-
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(resolved, dict)
-    return list(condition_set_from_config(resolved["conditions"]).names)
 
 
 def make_replay_runs(workdir: Path, uri: str, n: int, data_dir: str, env: dict[str, str]) -> None:

@@ -16,11 +16,22 @@ from conftest import compose_config, run_overrides
 
 from benchmarks.common import run_timed
 from benchmarks.prefix_reuse import tokens_to_evaluate
-from benchmarks.prompts import write_requests
+from benchmarks.prompts import condition_names, write_requests
 
 
 def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_condition_names_are_the_composed_sets_in_prisms_order() -> None:
+    from prism.conditions import condition_set_from_config
+
+    names = {}
+    for conditions in ("prism", "robustness"):
+        names[conditions] = condition_names(conditions)
+        expected = condition_set_from_config(compose_config([f"conditions={conditions}"]).conditions).names
+        assert names[conditions] == list(expected)
+    assert names["prism"] != names["robustness"] and names["prism"][0] == "P0"
 
 
 def test_requests_are_prisms_own_in_both_orders(workdir: Path, data_dir: Path) -> None:
