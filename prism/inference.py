@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ParamSpec
 
 from prism.backends.base import Backend, Request
 from prism.config import MODEL_SCHEMAS, ModelConfig
@@ -23,6 +23,7 @@ from prism.store import CompletionStore, ResponseLog, store_key
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
 
 # What the store keeps of a completion: everything that came from the model, nothing about the run.
 COMPLETION_FIELDS = (
@@ -183,7 +184,7 @@ def dispatch(
         raise failure
 
 
-def collect(
+def ask_each(
     backend: Backend,
     identity: ModelIdentity,
     cells: Iterable[Cell],
@@ -191,8 +192,10 @@ def collect(
     store: CompletionStore | None,
     run_id: str | None,
     on_record: Callable[[RawRecord], None] | None = None,
-) -> list[RawRecord]:
-    """Ask for every cell, writing each record to the log and the store the moment it arrives.
+) -> Iterator[RawRecord]:
+    """Ask for every cell, yielding each record once it is in the store and the log.
+
+    ``cells`` may be a generator: a run of a million cells makes each when it is sent.
 
     Args:
         backend: The model to ask.
@@ -201,30 +204,10 @@ def collect(
         response_log: The run's ``responses.jsonl``.
         store: The completion store, or None when disabled.
         run_id: The MLflow run the completions belong to (kept in the store for resume tagging).
-        on_record: Called after each record is durable (progress bars).
+        on_record: Called after each record is durable, before it is yielded (progress bars).
 
-    Returns:
-        The raw records, in arrival order (:func:`ask_each` yields them instead of keeping them).
-    """
-    records = []
-    for record in ask_each(backend, identity, cells, response_log, store, run_id):
-        records.append(record)
-        if on_record is not None:
-            on_record(record)
-    return records
-
-
-def ask_each(
-    backend: Backend,
-    identity: ModelIdentity,
-    cells: Iterable[Cell],
-    response_log: ResponseLog,
-    store: CompletionStore | None,
-    run_id: str | None,
-) -> Iterator[RawRecord]:
-    """Ask for every cell, yielding each record once it is in the store and the log (see :func:`collect`).
-
-    ``cells`` may be a generator: a run of a million cells makes each when it is sent.
+    Yields:
+        The raw records, in arrival order.
     """
     for cell, completion in dispatch(backend, cells, backend.concurrency):
         fields = completion_fields(completion)
@@ -238,4 +221,22 @@ def ask_each(
                 record=stored_fields(fields), run_id=run_id, created_at=fields["timestamp"],
             )
         response_log.append(record.to_json())
+        if on_record is not None:
+            on_record(record)
         yield record
+
+
+def _gathered(each: Callable[_P, Iterator[RawRecord]]) -> Callable[_P, list[RawRecord]]:
+    """``each`` with its records gathered into a list: the same parameters by construction, one path."""
+
+    def gathered(*args: _P.args, **kwargs: _P.kwargs) -> list[RawRecord]:
+        return list(each(*args, **kwargs))
+
+    gathered.__name__ = gathered.__qualname__ = "collect"
+    gathered.__doc__ = ("Ask for every cell as :func:`ask_each` does (the same parameters), and return the "
+                        "raw records in arrival order instead of yielding them.")
+    return gathered
+
+
+# For callers that want every record at once (the concurrency benchmark): ask_each, kept in a list.
+collect = _gathered(ask_each)
