@@ -8,7 +8,6 @@ of being silently ignored.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -431,45 +430,3 @@ def as_plain(cfg: Any) -> dict[str, Any]:
     plain = dataclasses.asdict(cfg)
     plain.pop("defaults", None)
     return plain
-
-
-# Keys of the single model schema every backend shared before each got its own (runs logged then carry
-# all of them, most null). A logged run's model keys that its backend's schema lacks are dropped only when
-# they are among these: that backend never read them.
-FLAT_MODEL_KEYS = frozenset({
-    "path", "package", "n_ctx", "n_threads", "chat_format", "host", "base_url", "api_key_env", "concurrency",
-    "request_timeout_s", "retry_budget_s", "retry_base_delay_s", "retry_max_delay_s", "num_ctx", "extra_body",
-    "send_top_k",
-})
-
-
-def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str] = ()) -> PrismConfig:
-    """A run's logged ``config/resolved.yaml`` as a :class:`PrismConfig`, with ``key=value`` overrides applied.
-
-    Reads configs logged with the flat model schema too: its keys that the run's backend never read are
-    dropped; every key is then checked against the backend's schema like a composed config.
-
-    Raises:
-        ConfigError: If the logged config names an unknown backend, has a key or value its schema does
-            not accept, or an override does not apply.
-    """
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    data = {str(k): v for k, v in logged.items() if k != "defaults"}
-    model = dict(data.get("model") or {})
-    backend = str(model.get("backend", ""))
-    if backend not in MODEL_SCHEMAS:
-        raise ConfigError(f"the logged config names model.backend={backend!r}, which this PRISM does not have; "
-                          f"known backends: {', '.join(sorted(MODEL_SCHEMAS))}.")
-    schema = MODEL_SCHEMAS[backend]
-    known = {f.name for f in dataclasses.fields(schema)}
-    data["model"] = {k: v for k, v in model.items() if k in known or k not in FLAT_MODEL_KEYS}
-    try:
-        base = OmegaConf.structured(PrismConfig)
-        base.model = OmegaConf.structured(schema)
-        merged = OmegaConf.merge(base, data, OmegaConf.from_dotlist(list(overrides)))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"the logged config cannot be read with this PRISM's schema: {exc}. Fix the named key "
-                          "with an override ('overrides=[\"KEY=VALUE\"]').") from exc
-    return to_schema(merged, PrismConfig)

