@@ -1,8 +1,8 @@
 """Compare the parser with a person on the public response table, per model family.
 
-Reads ``tests/data/parser_cases_public.jsonl`` (real responses of instruction-tuned models from public
-evaluation logs, each read by a person before parsing; see ``tests/data/README.md``), parses every
-response with the installed ``prism.parsing`` and prints:
+Reads ``tests/data/parser_cases/*.jsonl`` (one file per public source: real responses of instruction-tuned
+models from public evaluation logs, each read by a person before parsing; see ``tests/data/README.md``),
+parses every response with the installed ``prism.parsing`` and prints:
 
 - per family: cases, clear cases, clearly answered ones, how many of those the parser recovers as the
   person read them, how many it leaves UNKNOWN, and how many clear cases it reads as a label the person
@@ -32,7 +32,7 @@ from typing import Any
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.types import Parsed
 
-DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "parser_cases_public.jsonl"
+DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "parser_cases"
 
 
 def _parse(case: dict[str, Any]) -> Parsed:
@@ -145,12 +145,15 @@ def render(result: dict[str, Any]) -> str:
 def main() -> None:
     """Command line entry point."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="the public case table (JSONL)")
+    ap.add_argument("--cases", type=Path, default=DEFAULT_CASES,
+                    help="a public case file (JSONL), or a directory of them")
     ap.add_argument("--round", type=int, help="only the cases of this collection round")
     ap.add_argument("--json", type=Path, help="also write the full result as JSON here")
     ap.add_argument("--quiet", action="store_true", help="leave out the list of disagreements")
     args = ap.parse_args()
-    cases = [json.loads(line) for line in args.cases.read_text(encoding="utf-8").splitlines() if line.strip()]
+    files = sorted(args.cases.glob("*.jsonl")) if args.cases.is_dir() else [args.cases]
+    lines = [line for path in files for line in path.read_text(encoding="utf-8").split("\n")]
+    cases = [json.loads(line) for line in lines if line.strip()]
     if args.round is not None:
         cases = [case for case in cases if case_round(case) == args.round]
         if not cases:

@@ -1,9 +1,10 @@
 """The parser against real responses of instruction-tuned models, each read by a person before parsing.
 
-``tests/data/parser_cases_public.jsonl`` holds responses taken from public evaluation logs (source, commit,
-path and licence on every line) with the outcome a person decided: ``person_displayed`` (the label the
-response names, or null), ``person_clear`` (the person is sure of that outcome) and, for null,
-``person_reason``. ``tests/data/README.md`` describes the fields.
+``tests/data/parser_cases/<source>.jsonl`` (one file per public source, at most 200 cases each) hold
+responses taken from public evaluation logs (source, commit, path and licence on every line) with the
+outcome a person decided: ``person_displayed`` (the label the response names, or null),
+``person_clear`` (the person is sure of that outcome) and, for null, ``person_reason``.
+``tests/data/README.md`` describes the fields and how a source larger than the cap was cut to 200.
 
 These cases are the acceptance target of the next parser version, so against the parser they were
 collected with (``PARSER_VERSION`` in ``_COLLECTED_AGAINST``) every per-case and goal test is an expected
@@ -29,10 +30,15 @@ import pytest
 from prism.parsing import PARSER_VERSION, parse_response
 from prism.types import Parsed
 
-PUBLIC_PATH = Path(__file__).parent / "data" / "parser_cases_public.jsonl"
-PUBLIC: list[dict[str, Any]] = [
-    json.loads(line) for line in PUBLIC_PATH.read_text(encoding="utf-8").splitlines() if line.strip()
-]
+PUBLIC_DIR = Path(__file__).parent / "data" / "parser_cases"
+# The project's cap on the items of one source's fixture.
+SOURCE_LIMIT = 200
+# source file stem -> its cases, in file order.
+BY_SOURCE: dict[str, list[dict[str, Any]]] = {
+    path.stem: [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+    for path in sorted(PUBLIC_DIR.glob("*.jsonl"))
+}
+PUBLIC: list[dict[str, Any]] = [case for cases in BY_SOURCE.values() for case in cases]
 # Parser versions these cases were collected against and that are known not to meet them yet.
 _COLLECTED_AGAINST = frozenset({"1"})
 _PENDING = PARSER_VERSION in _COLLECTED_AGAINST
@@ -69,6 +75,14 @@ def _params() -> list[Any]:
             marks.append(pytest.mark.xfail(reason=case["parser_known_miss"], strict=False))
         params.append(pytest.param(case, id=case["id"], marks=marks))
     return params
+
+
+def test_each_source_file_holds_one_source_and_at_most_the_cap() -> None:
+    assert len(BY_SOURCE) >= 2, f"no case files found in {PUBLIC_DIR}"
+    for source, cases in BY_SOURCE.items():
+        assert 0 < len(cases) <= SOURCE_LIMIT, (source, len(cases))
+        assert {case["id"].split("-", 1)[0] for case in cases} == {source}, source
+        assert len({case["repo"] for case in cases}) == 1, source
 
 
 def test_public_table_is_well_formed() -> None:
