@@ -175,3 +175,22 @@ def test_request_order_through_the_real_server_reuses_the_previous_prompts_prefi
     # first) already evaluated: each request evaluates only the rest.
     assert all(s.prefix_hit and not s.cache_hit for s in run.served)
     assert evaluated is not None and 0 < evaluated < run.prompt_tokens
+
+
+def test_request_order_sums_each_orders_runs_and_compares_every_response_with_the_first_run() -> None:
+    from benchmarks.request_order import SETTINGS, OrderRun, Served, setting_report
+
+    def run(index: int, order: str, seconds: float, evaluated: int, answer: str) -> OrderRun:
+        served = [Served(evaluated // 2, True, False), Served(evaluated - evaluated // 2, True, False)]
+        return OrderRun("default", index, order, seconds, seconds / 2, {("q1", "P0"): "A", ("q1", "P1"): answer},
+                        300, served)
+
+    runs = [run(0, "condition", 100.0, 200, "B"), run(1, "question", 130.0, 250, "B"),
+            run(2, "question", 110.0, 250, "C"), run(3, "condition", 100.0, 200, "B")]
+    figures: dict[str, float] = {}
+    body = "\n".join(setting_report(SETTINGS[0], runs, runs[0], figures))
+    assert figures["default_question_over_condition"] == pytest.approx(1.2)
+    assert figures["default_question_over_condition_cpu"] == pytest.approx(1.2)
+    assert figures["default_evaluated_question_over_condition"] == pytest.approx(1.25)
+    assert "| 3 | question-major | 110.0 | 55.0 | 55000 | 300 | 250 (83%) | 2 | 0 | 1/2 |" in body
+    assert "takes 20.0% more wall time" in body
