@@ -14,9 +14,9 @@ backend's identity probe, with two settings of the server:
   time; every request keeps the KV cache of the longest prefix its tokens share with the previous request's
   (its prompt and completion) and evaluates only the rest. Always on, nothing to set.
 - ``ram_cache`` (``--cache true``, ``cache_type=ram``, ``cache_size`` 2 GiB): after every request the whole
-  model state (about 1 MB here) is saved in an LRU keyed by its tokens; before a request, the saved state
-  sharing the longest prefix with the prompt is loaded when it shares more than the current one. 500
-  prompts fit in 2 GiB, so nothing is evicted in one run.
+  model state (the KV of its tokens: 1 to 5 MB here) is saved in an LRU keyed by its tokens; before a
+  request, the saved state sharing the longest prefix with the prompt is loaded when it shares more than
+  the current one. 500 such states come close to the 2 GiB; beyond it the least recently used go.
 
 Measured: the wall time of each run (from the first cell sent to the last record logged), the server
 process's CPU seconds over the same span (``/proc``; barely moved by other jobs where wall time is), the
