@@ -182,8 +182,8 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
 
 def _dummies(values: pd.Series) -> tuple[list[str], NDArray[np.float64]]:
     """Treatment-coded indicators (reference: the first level in order of appearance)."""
-    levels = list(dict.fromkeys(values))
-    codes = values.map({level: i for i, level in enumerate(levels)}).to_numpy()
+    codes, uniques = pd.factorize(values, sort=False)  # levels in order of appearance
+    levels = [str(level) for level in uniques]
     return levels[1:], (codes[:, None] == np.arange(1, len(levels))[None, :]).astype(np.float64)
 
 
@@ -201,7 +201,7 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
     dropped: list[tuple[str, str]] = []
     varying = []
     for name in factors:
-        levels = list(dict.fromkeys(outcomes[name]))
+        levels = [str(level) for level in pd.unique(outcomes[name])]
         if len(levels) >= 2:
             varying.append(name)
         else:
@@ -360,7 +360,8 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(cov_type="bias_reduced")
+            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(
+                cov_type="bias_reduced", start_params=glm_start(X, y))
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return _unfitted(result, f"statsmodels could not fit it ({type(exc).__name__}: {exc})")
     problems = [w for w in caught if issubclass(w.category, ConvergenceWarning | PerfectSeparationWarning)]
@@ -393,6 +394,44 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
         rows.append((label, chi2, float(len(index)), p))
     result.effects = pd.DataFrame(rows, columns=list(WALD_COLUMNS))
     return result
+
+
+def glm_start(X: NDArray[np.float64], y: NDArray[np.float64], max_iter: int = 100) -> NDArray[np.float64] | None:
+    """The binomial GLM's estimates (logit link), from the counts of each distinct row of ``X``.
+
+    statsmodels starts a GEE from the independence GLM, fitted by iteratively reweighted least squares on
+    every response: with a column per model and per model x condition, that fit grows with the square of
+    the runs and was most of the comparison's GEE time. The GLM's likelihood depends on the responses only
+    through each covariate pattern's count and successes, so the same estimates come from Newton's method on
+    those few patterns. None (statsmodels then fits its own GLM) when Newton does not converge.
+
+    Args:
+        X: The design (full column rank, as :func:`design` builds it).
+        y: The 0/1 outcomes.
+        max_iter: Newton steps before giving up.
+    """
+    # The design's columns are 0/1 indicators: a row packed into bits is its pattern, 64 times shorter to sort.
+    binary = bool(((X == 0.0) | (X == 1.0)).all())
+    keys = np.packbits(X.astype(bool), axis=1) if binary else np.ascontiguousarray(X)
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    patterns = X[first]
+    n = np.bincount(inverse.ravel()).astype(np.float64)
+    successes = np.bincount(inverse.ravel(), weights=y)
+    beta = np.zeros(X.shape[1])
+    for _ in range(max_iter):
+        mu = 1.0 / (1.0 + np.exp(-(patterns @ beta)))
+        weight = n * mu * (1.0 - mu)
+        try:
+            step = np.linalg.solve(patterns.T @ (weight[:, None] * patterns), patterns.T @ (successes - n * mu))
+        except np.linalg.LinAlgError:
+            return None
+        beta = beta + step
+        if not np.isfinite(beta).all():
+            return None
+        if np.abs(step).max() < 1e-10:
+            return beta
+    return None
 
 
 def wald_p(chi2: float, df: int, clusters: int) -> float:
