@@ -213,7 +213,11 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
             if fixed:
                 dropped.append((":".join(term), f"involves {', '.join(fixed)}, which has one level"))
     coded = {name: _dummies(outcomes[name]) for name in varying}
-    kept_columns = _Columns(len(outcomes))
+    # Room for every candidate column at once: most designs keep them all, so none is copied to grow the array.
+    orders = range(1, min(len(varying), max_order) + 1)
+    candidates = sum(math.prod(len(coded[name][0]) for name in term) for size in orders
+                     for term in combinations(varying, size))
+    kept_columns = _Columns(len(outcomes), capacity=1 + candidates)
     names = ["intercept"]
     terms: dict[str, list[int]] = {}
     for size in range(1, min(len(varying), max_order) + 1):
@@ -251,8 +255,8 @@ class _Columns:
     instead of O(n p^2) and without a copy of the design per candidate.
     """
 
-    def __init__(self, n: int) -> None:
-        self._data = np.empty((n, 16), dtype=np.float64)
+    def __init__(self, n: int, capacity: int = 16) -> None:
+        self._data = np.empty((n, max(capacity, 1)), dtype=np.float64)
         self._data[:, 0] = 1.0  # the intercept
         self.count = 1
         self._gram = np.array([[float(n)]])
@@ -281,7 +285,9 @@ class _Columns:
         self.count += 1
 
     def matrix(self) -> NDArray[np.float64]:
-        """The kept columns as the design matrix (n, p)."""
+        """The kept columns as the design matrix (n, p): the array itself when every column it has room for was kept."""
+        if self.count == self._data.shape[1]:
+            return self._data
         return np.ascontiguousarray(self._data[:, : self.count])
 
 
