@@ -34,6 +34,7 @@ BENCHMARKS = {
     "parser": "benchmarks.parser",
     "publish": "benchmarks.publish_site",
     "run_scale": "benchmarks.run_scale",
+    "request_order": "benchmarks.request_order",
 }
 
 

@@ -51,14 +51,11 @@ class Embedded:
         return run_timed(args, cwd=self.workdir)
 
 
-def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
-    """Freeze the questions, write the requests, warm MLflow and the model file; return the inputs."""
-    from prism.backends.llamacpp import resolve_model_path
-    from prism.config import LlamaCppModelConfig
-
+def bench_overrides(ctx: Context, name: str, n_questions: int, store: bool) -> list[str]:
+    """The default experiment on ``n_questions``, every file it writes in ``ctx.workdir / name`` (made here)."""
     workdir = ctx.workdir / name
     workdir.mkdir(parents=True, exist_ok=True)
-    overrides = [
+    return [
         f"dataset.n={n_questions}",
         f"dataset.data_dir={ctx.data_dir}",
         f"dataset.cache_dir={workdir / 'frozen'}",
@@ -67,6 +64,15 @@ def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
         f"store.enabled={str(store).lower()}",
         f"store.path={workdir / 'store.sqlite'}",
     ]
+
+
+def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
+    """Freeze the questions, write the requests, warm MLflow and the model file; return the inputs."""
+    from prism.backends.llamacpp import resolve_model_path
+    from prism.config import LlamaCppModelConfig
+
+    workdir = ctx.workdir / name
+    overrides = bench_overrides(ctx, name, n_questions, store)
     cfg = compose(overrides)
     model = cfg.model
     assert isinstance(model, LlamaCppModelConfig), "the embedded benchmark runs a llama.cpp model"

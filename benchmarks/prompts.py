@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from benchmarks.common import REPO
 
 if TYPE_CHECKING:
+    from prism.backends.base import Request
     from prism.config import PrismConfig
 
 
@@ -30,6 +31,38 @@ def compose(overrides: list[str]) -> PrismConfig:
     return to_schema(cfg, PrismConfig)
 
 
+def rendered_requests(overrides: list[str]) -> tuple[list[Request], list[str]]:
+    """The run's requests in PRISM's order (condition-major) and its question ids in frozen order.
+
+    Args:
+        overrides: The Hydra overrides of the PRISM run being mirrored.
+    """
+    from prism.conditions import condition_set_from_config
+    from prism.pipeline import build_requests
+    from prism.questions import freeze_dataset
+
+    cfg = compose(overrides)
+    frozen = freeze_dataset(cfg.dataset)
+    requests = build_requests(frozen, condition_set_from_config(cfg.conditions), cfg.generation)
+    return requests, [q.question_id for q in frozen.questions]
+
+
+def in_order(requests: list[Request], question_ids: list[str], order: str) -> list[Request]:
+    """``requests`` (condition-major) in ``order``: ``condition`` as given, ``question`` grouped by question.
+
+    Question-major keeps the frozen order of the questions and, within a question, the conditions' order.
+
+    Raises:
+        ValueError: If ``order`` is neither.
+    """
+    if order == "condition":
+        return list(requests)
+    if order != "question":
+        raise ValueError(f"order must be 'condition' or 'question', not {order!r}")
+    position = {question_id: i for i, question_id in enumerate(question_ids)}
+    return sorted(requests, key=lambda r: position[r.prompt.question_id])  # stable: conditions keep their order
+
+
 def write_requests(overrides: list[str], path: Path, order: str = "condition") -> int:
     """Write the run's requests as JSONL (one ``{question_id, condition, messages, kwargs}`` per line).
 
@@ -43,18 +76,9 @@ def write_requests(overrides: list[str], path: Path, order: str = "condition") -
         The number of requests written.
     """
     from prism.backends.llamacpp import build_request
-    from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests
-    from prism.questions import freeze_dataset
 
-    cfg = compose(overrides)
-    frozen = freeze_dataset(cfg.dataset)
-    requests = build_requests(frozen, condition_set_from_config(cfg.conditions), cfg.generation)
-    if order == "question":
-        position = {q.question_id: i for i, q in enumerate(frozen.questions)}
-        requests.sort(key=lambda r: position[r.prompt.question_id])  # stable: conditions keep their order
-    elif order != "condition":
-        raise ValueError(f"order must be 'condition' or 'question', not {order!r}")
+    requests, question_ids = rendered_requests(overrides)
+    requests = in_order(requests, question_ids, order)
     with path.open("w", encoding="utf-8") as handle:
         for request in requests:
             line = {"question_id": request.prompt.question_id, "condition": request.prompt.condition,

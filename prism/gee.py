@@ -182,8 +182,8 @@ def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[
 
 def _dummies(values: pd.Series) -> tuple[list[str], NDArray[np.float64]]:
     """Treatment-coded indicators (reference: the first level in order of appearance)."""
-    levels = list(dict.fromkeys(values))
-    codes = values.map({level: i for i, level in enumerate(levels)}).to_numpy()
+    codes, uniques = pd.factorize(values, sort=False)  # levels in order of appearance
+    levels = [str(level) for level in uniques]
     return levels[1:], (codes[:, None] == np.arange(1, len(levels))[None, :]).astype(np.float64)
 
 
@@ -201,7 +201,7 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
     dropped: list[tuple[str, str]] = []
     varying = []
     for name in factors:
-        levels = list(dict.fromkeys(outcomes[name]))
+        levels = [str(level) for level in pd.unique(outcomes[name])]
         if len(levels) >= 2:
             varying.append(name)
         else:
@@ -213,7 +213,11 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
             if fixed:
                 dropped.append((":".join(term), f"involves {', '.join(fixed)}, which has one level"))
     coded = {name: _dummies(outcomes[name]) for name in varying}
-    kept_columns = _Columns(len(outcomes))
+    # Room for every candidate column at once: most designs keep them all, so none is copied to grow the array.
+    orders = range(1, min(len(varying), max_order) + 1)
+    candidates = sum(math.prod(len(coded[name][0]) for name in term) for size in orders
+                     for term in combinations(varying, size))
+    kept_columns = _Columns(len(outcomes), capacity=1 + candidates)
     names = ["intercept"]
     terms: dict[str, list[int]] = {}
     for size in range(1, min(len(varying), max_order) + 1):
@@ -251,8 +255,8 @@ class _Columns:
     instead of O(n p^2) and without a copy of the design per candidate.
     """
 
-    def __init__(self, n: int) -> None:
-        self._data = np.empty((n, 16), dtype=np.float64)
+    def __init__(self, n: int, capacity: int = 16) -> None:
+        self._data = np.empty((n, max(capacity, 1)), dtype=np.float64)
         self._data[:, 0] = 1.0  # the intercept
         self.count = 1
         self._gram = np.array([[float(n)]])
@@ -281,7 +285,9 @@ class _Columns:
         self.count += 1
 
     def matrix(self) -> NDArray[np.float64]:
-        """The kept columns as the design matrix (n, p)."""
+        """The kept columns as the design matrix (n, p): the array itself when every column it has room for was kept."""
+        if self.count == self._data.shape[1]:
+            return self._data
         return np.ascontiguousarray(self._data[:, : self.count])
 
 
@@ -360,7 +366,8 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(cov_type="bias_reduced")
+            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(
+                cov_type="bias_reduced", start_params=glm_start(X, y))
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return _unfitted(result, f"statsmodels could not fit it ({type(exc).__name__}: {exc})")
     problems = [w for w in caught if issubclass(w.category, ConvergenceWarning | PerfectSeparationWarning)]
@@ -393,6 +400,44 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
         rows.append((label, chi2, float(len(index)), p))
     result.effects = pd.DataFrame(rows, columns=list(WALD_COLUMNS))
     return result
+
+
+def glm_start(X: NDArray[np.float64], y: NDArray[np.float64], max_iter: int = 100) -> NDArray[np.float64] | None:
+    """The binomial GLM's estimates (logit link), from the counts of each distinct row of ``X``.
+
+    statsmodels starts a GEE from the independence GLM, fitted by iteratively reweighted least squares on
+    every response: with a column per model and per model x condition, that fit grows with the square of
+    the runs and was most of the comparison's GEE time. The GLM's likelihood depends on the responses only
+    through each covariate pattern's count and successes, so the same estimates come from Newton's method on
+    those few patterns. None (statsmodels then fits its own GLM) when Newton does not converge.
+
+    Args:
+        X: The design (full column rank, as :func:`design` builds it).
+        y: The 0/1 outcomes.
+        max_iter: Newton steps before giving up.
+    """
+    # The design's columns are 0/1 indicators: a row packed into bits is its pattern, 64 times shorter to sort.
+    binary = bool(((X == 0.0) | (X == 1.0)).all())
+    keys = np.packbits(X.astype(bool), axis=1) if binary else np.ascontiguousarray(X)
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    patterns = X[first]
+    n = np.bincount(inverse.ravel()).astype(np.float64)
+    successes = np.bincount(inverse.ravel(), weights=y)
+    beta = np.zeros(X.shape[1])
+    for _ in range(max_iter):
+        mu = 1.0 / (1.0 + np.exp(-(patterns @ beta)))
+        weight = n * mu * (1.0 - mu)
+        try:
+            step = np.linalg.solve(patterns.T @ (weight[:, None] * patterns), patterns.T @ (successes - n * mu))
+        except np.linalg.LinAlgError:
+            return None
+        beta = beta + step
+        if not np.isfinite(beta).all():
+            return None
+        if np.abs(step).max() < 1e-10:
+            return beta
+    return None
 
 
 def wald_p(chi2: float, df: int, clusters: int) -> float:

@@ -31,10 +31,12 @@ loop runs over questions only.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -263,7 +265,22 @@ def _draw_counts(rng: np.random.Generator, copies: int, size: int, offset: int, 
     return np.bincount(flat, minlength=copies * width).reshape(copies, width).astype(np.float64)
 
 
-def _bootstrap(data: StepData, n_boot: int, rng: np.random.Generator, repeated: bool) -> NDArray[np.float64]:
+@functools.lru_cache(maxsize=4)
+def _outer_draws(seed: int, n_boot: int, n: int) -> tuple[NDArray[np.intp], Mapping[str, Any]]:
+    """The outer level of every resample: copies of each question per resample, and the generator after it.
+
+    A comparison calls :func:`shift` for every step of every run with the same seed, B and (mostly) the same
+    number of questions, so this first draw -- the largest, B x n numbers -- is made once and the generator
+    resumes from where it stood after it: every later number is exactly the one drawn without the cache.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
+    drawn = rng.integers(0, n, size=(n_boot, n))
+    counts = np.bincount((np.arange(n_boot)[:, None] * n + drawn).ravel(), minlength=n_boot * n).reshape(n_boot, n)
+    counts.setflags(write=False)  # shared by every caller
+    return counts, rng.bit_generator.state
+
+
+def _bootstrap(data: StepData, n_boot: int, seed: int, repeated: bool) -> NDArray[np.float64]:
     """The excess (or, without repetitions, the between) on each two-level bootstrap resample.
 
     Outer level: n questions drawn with replacement per resample. Inner level: every drawn copy of a
@@ -272,9 +289,10 @@ def _bootstrap(data: StepData, n_boot: int, rng: np.random.Generator, repeated: 
     left out of its resample's mean. Work is done question by question over all copies of it at once.
     """
     n = len(data.matrices)
-    drawn = rng.integers(0, n, size=(n_boot, n))
     # counts[b, q]: how many copies of question q resample b holds.
-    counts = np.bincount((np.arange(n_boot)[:, None] * n + drawn).ravel(), minlength=n_boot * n).reshape(n_boot, n)
+    counts, state = _outer_draws(seed, n_boot, n)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = state
     totals = np.zeros(n_boot, dtype=np.float64)
     used = np.zeros(n_boot, dtype=np.float64)
     # A question with one response of each condition has nothing to redraw (drawing one of one consumes
@@ -359,13 +377,13 @@ def shift(data: StepData, *, n_boot: int, n_permutations: int, seed: int, level:
         raise ValueError(f"n_boot and n_permutations must be at least 1, got {n_boot} and {n_permutations}")
     if not data.matrices:
         return Shift.undefined()
-    boot_seed, perm_seed = np.random.SeedSequence(seed).spawn(2)
+    perm_seed = np.random.SeedSequence(seed).spawn(2)[1]  # the first child drives the bootstrap (_outer_draws)
     repeated = data.repeated
     if repeated:
         data = data.subset((data.n_from >= 2) & (data.n_to >= 2))
     between_q, within_q = question_components(data)
     between = float(between_q.mean())
-    resampled = _bootstrap(data, n_boot, np.random.default_rng(boot_seed), repeated)
+    resampled = _bootstrap(data, n_boot, seed, repeated)
     if not repeated:
         low, high = percentile_interval(resampled, between, level)
         return Shift(between, math.nan, math.nan, low, high, math.nan, len(data.matrices), 0)

@@ -116,3 +116,81 @@ def test_label_probs_run_at_toy_size_asks_every_cell_fresh_and_only_the_probs_ar
     assert all("label_probs" in r for r in probs) and not any("label_probs_source" in r for r in text)
     assert [r["response"] for r in text] == [r["response"] for r in probs]  # greedy: the same cells, same text
     assert len(arms.cell_ratios()) == 5
+
+
+def test_request_order_sends_prisms_prompts_in_both_orders_and_question_major_groups_by_question(
+        workdir: Path, data_dir: Path) -> None:
+    from benchmarks.common import Context
+    from benchmarks.request_order import ordered_requests, schedule
+    from prism.conditions import condition_set_from_config
+    from prism.pipeline import build_requests
+    from prism.questions import freeze_question_set
+
+    orders, dataset, split = ordered_requests(Context(workdir=workdir, data_dir=data_dir, quick=True), 3)
+    assert (dataset, split) == ("arc_challenge", "test")
+    cfg = compose_config([*run_overrides(workdir, data_dir), "dataset.n=3"])
+    frozen = freeze_question_set(dataset="arc_challenge", n=3, seed=0, data_dir=data_dir,
+                                 cache_dir=str(workdir / "frozen-check"))
+    assert orders["condition"] == build_requests(frozen, condition_set_from_config(cfg.conditions), cfg.generation)
+    assert Counter(orders["condition"]) == Counter(orders["question"]) and len(orders["question"]) == 15
+    ids = [q.question_id for q in frozen.questions]
+    cells = [(r.prompt.question_id, r.prompt.condition) for r in orders["question"]]
+    assert cells == [(i, c) for i in ids for c in ("P0", "P1", "P2", "P3", "P4")]
+    assert [r.prompt.condition for r in orders["condition"]] == [c for c in ("P0", "P1", "P2", "P3", "P4")
+                                                                 for _ in ids]
+    assert schedule(quick=False) == ("condition", "question", "question", "condition")
+    assert schedule(quick=True) == ("condition", "question")
+
+
+def test_request_order_reads_the_servers_log_request_by_request() -> None:
+    from benchmarks.request_order import CHAT_LINE, OrderRun, Served, read_served
+
+    def answered(lines: str) -> str:
+        return f"{lines}\nINFO:     127.0.0.1:5 - {CHAT_LINE} 200 OK\n"
+
+    perf = "llama_perf_context_print: prompt eval time =    12.50 ms /    {} tokens (    1.0 ms per token)\n"
+    log = ("INFO: GET /v1/models 200 OK\n" + answered("Llama._create_completion: cache miss\n" + perf.format(41))
+           + answered("Llama.generate: 32 prefix-match hit, remaining 9 prompt tokens to eval\n" + perf.format(9))
+           + answered("Llama._create_completion: cache hit\nLlama.generate: 30 prefix-match hit\n" + perf.format(11))
+           + answered("a request whose evaluation went unlogged") + "INFO:     Shutting down\n")
+    served = read_served(log)
+    assert served == [Served(41, False, False), Served(9, True, False), Served(11, True, True),
+                      Served(None, False, False)]
+    run = OrderRun("default", 0, "condition", 1.0, 1.0, {}, 100, served[1:3])
+    assert run.prompt_eval_tokens() == 20
+    assert OrderRun("default", 0, "condition", 1.0, 1.0, {}, 100, served[2:]).prompt_eval_tokens() is None
+
+
+@pytest.mark.model
+def test_request_order_through_the_real_server_reuses_the_previous_prompts_prefix(
+        tmp_path: Path, data_dir: Path) -> None:
+    from benchmarks.common import Context
+    from benchmarks.request_order import SETTINGS, ordered_requests, timed_run
+
+    orders, dataset, split = ordered_requests(Context(workdir=tmp_path, data_dir=data_dir, quick=True), 1)
+    run = timed_run(SETTINGS[0], "condition", 0, orders["condition"], dataset, split, tmp_path, threads=1)
+    assert len(run.served) == len(run.responses) == 5 and all(run.responses.values())
+    evaluated = run.prompt_eval_tokens()
+    # Every prompt starts with the chat template's system header, which the previous request (the probe
+    # first) already evaluated: each request evaluates only the rest.
+    assert all(s.prefix_hit and not s.cache_hit for s in run.served)
+    assert evaluated is not None and 0 < evaluated < run.prompt_tokens
+
+
+def test_request_order_sums_each_orders_runs_and_compares_every_response_with_the_first_run() -> None:
+    from benchmarks.request_order import SETTINGS, OrderRun, Served, setting_report
+
+    def run(index: int, order: str, seconds: float, evaluated: int, answer: str) -> OrderRun:
+        served = [Served(evaluated // 2, True, False), Served(evaluated - evaluated // 2, True, False)]
+        return OrderRun("default", index, order, seconds, seconds / 2, {("q1", "P0"): "A", ("q1", "P1"): answer},
+                        300, served)
+
+    runs = [run(0, "condition", 100.0, 200, "B"), run(1, "question", 130.0, 250, "B"),
+            run(2, "question", 110.0, 250, "C"), run(3, "condition", 100.0, 200, "B")]
+    figures: dict[str, float] = {}
+    body = "\n".join(setting_report(SETTINGS[0], runs, runs[0], figures))
+    assert figures["default_question_over_condition"] == pytest.approx(1.2)
+    assert figures["default_question_over_condition_cpu"] == pytest.approx(1.2)
+    assert figures["default_evaluated_question_over_condition"] == pytest.approx(1.25)
+    assert "| 3 | question-major | 110.0 | 55.0 | 55000 | 300 | 250 (83%) | 2 | 0 | 1/2 |" in body
+    assert "takes 20.0% more wall time" in body

@@ -201,3 +201,34 @@ def test_design_keeps_exactly_the_columns_a_stacked_rank_check_keeps(seed: int) 
     assert names == expected_names
     assert np.array_equal(X, expected)
     assert sum(len(v) for v in terms.values()) == X.shape[1] - 1
+
+
+def test_the_glm_start_is_statsmodels_glm_and_the_fit_does_not_move() -> None:
+    # The GEE starts from the independence GLM fitted on each covariate pattern's counts instead of on
+    # every response: the same estimates, so the GEE converges to what statsmodels' own start gives.
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+    from statsmodels.genmod.generalized_linear_model import GLM
+
+    frames = [synthetic(0.8, seed=s, model=f"m{s}", run=f"r{s}") for s in range(3)]
+    outcomes, _ = gee.consistency_outcomes(pd.concat(frames, ignore_index=True), "P0")
+    X, terms, _, _ = gee.design(outcomes, ["model", "condition", "dataset"])
+    y = outcomes["consistent"].to_numpy(np.float64)
+    start = gee.glm_start(X, y)
+    assert start is not None
+    np.testing.assert_allclose(start, GLM(y, X, family=Binomial()).fit().params, rtol=0, atol=1e-7)
+    groups = pd.factorize(outcomes["cluster"])[0]
+    own = GEE(y, X, groups=groups, family=Binomial(), cov_struct=Exchangeable()).fit(cov_type="bias_reduced")
+    ours = gee.fit_consistency_gee(outcomes)
+    for label, index in terms.items():
+        contrast = np.zeros((len(index), X.shape[1]))
+        contrast[np.arange(len(index)), index] = 1.0
+        expected = float(own.wald_test(contrast, scalar=True).statistic)
+        assert ours.effects.set_index("effect").loc[label, "chi2"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_glm_start_gives_up_where_newton_cannot_converge() -> None:
+    # A separated pattern (all its responses consistent) has an infinite logit: no start, statsmodels decides.
+    X = np.column_stack([np.ones(6), [0, 0, 0, 1, 1, 1]]).astype(np.float64)
+    assert gee.glm_start(X, np.array([0.0, 1.0, 0.0, 1.0, 1.0, 1.0])) is None

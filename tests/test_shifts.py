@@ -313,8 +313,22 @@ def test_one_response_of_each_is_resampled_as_by_the_definition() -> None:
     data = StepData.from_blocks(blocks)
     assert not data.repeated
     expected = _bootstrap_by_definition(data, 60, seed=3)
-    got = shifts._bootstrap(data, 60, np.random.default_rng(np.random.SeedSequence(3).spawn(2)[0]), repeated=False)
+    got = shifts._bootstrap(data, 60, seed=3, repeated=False)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     est = shifts.shift(data, n_boot=60, n_permutations=10, seed=3)
     low, high = shifts.percentile_interval(expected, est.between, shifts.LEVEL)
     assert (est.ci_low, est.ci_high) == pytest.approx((low, high))
+
+
+def test_the_cached_outer_draw_gives_every_resample_as_a_fresh_generator_does() -> None:
+    # _outer_draws keeps the B x n outer draw per (seed, B, n) for the next step of a comparison; a step
+    # that meets it in the cache must get exactly the bootstrap of one that drew it afresh.
+    rng = np.random.default_rng(11)
+    blocks = [(difference_matrix([str(v) for v in rng.integers(0, 3, size=4)], "answer"), 1, 3) for _ in range(9)]
+    data = StepData.from_blocks(blocks)
+    shifts._outer_draws.cache_clear()
+    fresh = shifts._bootstrap(data, 40, seed=4, repeated=False)
+    cached = shifts._bootstrap(data, 40, seed=4, repeated=False)
+    assert shifts._outer_draws.cache_info().hits >= 1
+    np.testing.assert_array_equal(cached, fresh)
+    np.testing.assert_allclose(fresh, _bootstrap_by_definition(data, 40, seed=4), rtol=0, atol=1e-12)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from prism import shifts, stats
-from prism.compare.noise import measure_values
+from prism.compare.noise import measure_values, question_rows
 from prism.compare.tables import ModelCells, Pair, shared_conditions
 
 NOISE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "condition", "measure", "n_questions", "between",
@@ -42,11 +42,12 @@ NO_REPETITIONS = ("no repetitions under this condition ({who}): a model's own no
 
 
 def _responses(model: ModelCells, condition: str, measure: str) -> dict[str, list[str | None]]:
-    """Per question, the model's values under the condition, in repetition order."""
+    """Per question (in order of first appearance), the model's values under the condition, in repetition order."""
     cells = model.cells[model.cells["condition"] == condition].sort_values("repetition", kind="stable")
     values = measure_values(cells, measure)
-    cells = cells.loc[values.index]
-    return {str(q): values.loc[group.index].tolist() for q, group in cells.groupby("question_id", sort=False)}
+    listed = values.tolist()
+    return {question: [listed[i] for i in rows.tolist()]
+            for question, rows in question_rows(cells.loc[values.index, "question_id"])}
 
 
 def _mean_off_diagonal(block: np.ndarray) -> float:
@@ -98,12 +99,21 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
         Columns :data:`NOISE_COLUMNS`, per pair in the given order, per measure, conditions in a's order.
     """
     rows: list[dict[str, Any]] = []
+    # The reference run is in every pair of the default pairing: its responses are gathered once.
+    gathered: dict[tuple[str, str, str], dict[str, list[str | None]]] = {}
+
+    def responses(model: ModelCells, condition: str, measure: str) -> dict[str, list[str | None]]:
+        key = (model.run_id, condition, measure)
+        if key not in gathered:
+            gathered[key] = _responses(model, condition, measure)
+        return gathered[key]
+
     for a, b in pairs:
         for measure in measures:
             group: list[dict[str, Any]] = []
             for condition in shared_conditions(a, b):
-                data, within_a, within_b = pair_step(_responses(a, condition, measure),
-                                                     _responses(b, condition, measure), measure)
+                data, within_a, within_b = pair_step(responses(a, condition, measure),
+                                                     responses(b, condition, measure), measure)
                 if not data.matrices:  # prob_tv without probabilities, or no question both answered
                     continue
                 est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)

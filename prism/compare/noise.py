@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from prism import gee, gee_fits, shifts, stats
 from prism.compare.tables import ModelCells
@@ -65,11 +66,24 @@ def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, n
                                                                                      kind="stable")
     values = measure_values(cells, measure)
     cells = cells.loc[values.index]
+    listed, conditions = values.tolist(), cells["condition"].to_numpy()
     out = {}
-    for question, group in cells.groupby("question_id", sort=False):
-        texts = values.loc[group.index].tolist()
-        out[str(question)] = (shifts.difference_matrix(texts, measure), group["condition"].to_numpy())
+    for question, rows in question_rows(cells["question_id"]):
+        out[question] = (shifts.difference_matrix([listed[i] for i in rows.tolist()], measure), conditions[rows])
     return out
+
+
+def question_rows(question_ids: pd.Series) -> list[tuple[str, NDArray[np.intp]]]:
+    """Per question, in order of first appearance, the positions of its rows in order.
+
+    What ``groupby("question_id", sort=False)`` gives, in one pass instead of a pandas frame per question
+    (most of the comparison's time at a thousand questions a run).
+    """
+    codes, questions = pd.factorize(question_ids, sort=False)
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(np.bincount(codes, minlength=len(questions))).tolist()
+    starts = [0, *ends[:-1]]
+    return [(str(q), order[s:e]) for q, s, e in zip(questions, starts, ends, strict=True)]
 
 
 def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str, condition: str) -> shifts.StepData:

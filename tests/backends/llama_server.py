@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -54,10 +55,16 @@ def smollm2_gguf() -> Path:
 class LlamaServer:
     """One ``llama_cpp.server`` process at a time, restartable on the same port."""
 
-    def __init__(self, log_dir: Path, api_key: str | None = None, port: int | None = None) -> None:
+    def __init__(self, log_dir: Path, api_key: str | None = None, port: int | None = None, threads: int = THREADS,
+                 verbose: bool = False, extra_args: Sequence[str] = ()) -> None:
+        """``threads`` is ``--n_threads``; ``verbose`` makes llama.cpp log each request's prompt evaluation and
+        ``extra_args`` are further server flags (e.g. ``("--cache", "true")``), both for the benchmarks."""
         self.log_dir = log_dir
         self.api_key = api_key
         self.port = port or free_port()
+        self.threads = threads
+        self.verbose = verbose
+        self.extra_args = tuple(extra_args)
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
@@ -76,8 +83,8 @@ class LlamaServer:
         self.starts += 1
         self._log_path = self.log_dir / f"llama-server-{self.port}-{self.starts}.log"
         command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--model_alias", ALIAS,
-                   "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", str(THREADS),
-                   "--verbose", "false"]
+                   "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", str(self.threads),
+                   "--verbose", str(self.verbose).lower(), *self.extra_args]
         if self.api_key is not None:
             command += ["--api_key", self.api_key]
         env = {k: v for k, v in os.environ.items() if k.upper() not in _INHERITED_SETTINGS}
