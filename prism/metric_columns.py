@@ -26,8 +26,8 @@ METRIC_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "method")
 """What the metrics read of a scored record (``prism.metrics``, ``prism.consistency``)."""
 LIKELIHOOD_COLUMNS: tuple[str, ...] = ("likelihood_answer", "likelihood_correct", "label_mass", "option_probs")
 """What ``prism.likelihood_metrics`` also reads, with label probabilities."""
-# What bias_cells reads of a record with a likelihood answer.
-_BIAS_KEYS: tuple[str, ...] = ("question_id", "condition", "repetition", "label_probs", "likelihood_answer", "answer",
+# What prism.summary.bias_cells reads of a record with a likelihood answer.
+BIAS_KEYS: tuple[str, ...] = ("question_id", "condition", "repetition", "label_probs", "likelihood_answer", "answer",
                                "correct_answer", "error")
 _ABSENT = object()
 """A record without the key: NaN in the frame, as pandas makes it."""
@@ -134,7 +134,7 @@ class MetricColumns:
         if "label_probs_source" in record:
             self.label_probs = True
         if record.get("error") is None and record.get("likelihood_answer") is not None:
-            self.bias_records.append({key: record.get(key) for key in _BIAS_KEYS})
+            self.bias_records.append({key: record.get(key) for key in BIAS_KEYS})
 
     def frame(self) -> pd.DataFrame:
         """The gathered columns as pandas builds them from the records (columns no record had are left out)."""
