@@ -44,12 +44,16 @@ def pairs(scored: pd.DataFrame, families: Mapping[str, str], baseline: str) -> p
         ValueError: If a record names a condition without a family.
     """
     columns = ["question_id", "repetition", "condition", "answer"]
-    observed = scored.loc[scored["error"].isna(), columns] if len(scored) else pd.DataFrame(columns=columns)
-    unknown = sorted(set(observed["condition"]) - set(families))
+    scored = scored if len(scored) else pd.DataFrame(columns=[*columns, "error"])
+    # The baseline's and the variants' observed rows are taken from the records directly, never all the
+    # observed rows first: at a million cells that copy is the largest thing here.
+    observed = scored["error"].isna()
+    unknown = sorted(set(scored.loc[observed, "condition"].unique()) - set(families))
     if unknown:
         raise ValueError(f"records name conditions without a family: {unknown}")
-    base = observed[observed["condition"] == baseline][[*_KEY, "answer"]].rename(columns={"answer": "baseline_answer"})
-    variants = observed[observed["condition"] != baseline]
+    is_baseline = scored["condition"] == baseline
+    base = scored.loc[observed & is_baseline, [*_KEY, "answer"]].rename(columns={"answer": "baseline_answer"})
+    variants = scored.loc[observed & ~is_baseline, columns]
     paired = variants.merge(base, on=_KEY, how="inner")
     paired["family"] = paired["condition"].map(dict(families))
     both_unknown = paired["answer"].isna() & paired["baseline_answer"].isna()

@@ -166,7 +166,8 @@ def question_table(
     n_observed = by_cell.size().reindex(index, fill_value=0)
 
     # How often each recovered answer was given, per (question, repetition).
-    answer_counts = observed[observed["recovered"]].groupby([*_QUESTION_REPETITION, "answer"]).size()
+    recovered = observed.loc[observed["recovered"], [*_QUESTION_REPETITION, "answer"]]  # only what is grouped
+    answer_counts = recovered.groupby([*_QUESTION_REPETITION, "answer"]).size()
     by_answers = answer_counts.groupby(level=_QUESTION_REPETITION)
     n_recovered = by_answers.sum().reindex(index, fill_value=0)
     top_count = by_answers.max().reindex(index)
@@ -404,7 +405,8 @@ def _prepare(scored: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     missing = [column for column in REQUIRED_COLUMNS if column not in scored.columns]
     if missing:
         raise ValueError(f"scored records lack the columns {missing}")
-    frame = scored.loc[:, list(REQUIRED_COLUMNS)].copy()
+    # A new frame of the same columns, not a copy of them: the flags below are replaced, never written into.
+    frame = scored.loc[:, list(REQUIRED_COLUMNS)]
     frame["observed"] = frame["error"].isna()
     observed = frame["observed"]
 
@@ -420,12 +422,12 @@ def _prepare(scored: pd.DataFrame, conditions: list[str]) -> pd.DataFrame:
     unknown = sorted(set(frame["condition"]) - set(conditions), key=str)
     if unknown:
         raise ValueError(f"records name conditions {unknown} not in {conditions}")
-    duplicated = frame[observed].duplicated(subset=_CELL, keep=False)
+    rows = frame[observed]
+    duplicated = rows.duplicated(subset=_CELL, keep=False)
     if duplicated.any():
-        cells = frame[observed][duplicated][_CELL].drop_duplicates().head(3).to_dict("records")
+        cells = rows[duplicated][_CELL].drop_duplicates().head(3).to_dict("records")
         raise ValueError(f"more than one observed record per (question, condition, repetition), e.g. {cells}")
 
-    rows = frame[observed]
     has_answer = rows["answer"].notna()
     if (rows["recovered"] != has_answer).any():
         raise ValueError("observed records must have an answer exactly when recovered is true")
@@ -455,7 +457,7 @@ def _check_in_run(frame: pd.DataFrame, question_ids: list[str], repetitions: int
 
 def _correct_answers(frame: pd.DataFrame) -> pd.Series:
     """Return each recorded question's correct answer, indexed by question_id."""
-    keyed = frame.dropna(subset=["correct_answer"])
+    keyed = frame.loc[frame["correct_answer"].notna(), ["question_id", "correct_answer"]]  # not every column
     per_question = keyed.groupby("question_id")["correct_answer"]
     conflicting = per_question.nunique() > 1
     if conflicting.any():

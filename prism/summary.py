@@ -18,9 +18,9 @@ from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.formatting import percent
 from prism.likelihood import likelihood_fields
+from prism.metric_columns import MetricColumns
 from prism.metrics import (
     NO_KEY,
-    REQUIRED_COLUMNS,
     condition_table,
     parse_method_shares,
     question_table,
@@ -111,7 +111,7 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
 
     The scored records are written one at a time as they come; what the metrics read of each (its cell,
-    answer and flags, :data:`METRIC_COLUMNS`) is kept in columns, never the records.
+    answer and flags, :data:`prism.metric_columns.METRIC_COLUMNS`) is kept in columns, never the records.
 
     Consistency with the baseline (``prism.consistency``) goes to ``consistency.csv`` (per family and
     variant) and ``consistency_questions.csv`` (per question and family), and into the metrics as
@@ -150,66 +150,6 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     metrics.update({f"causal/{name}": float(count) for name, role, count in
                     zip(roles["condition"], roles["role"], roles["moved_questions"], strict=True) if role == CAUSAL})
     return metrics
-
-
-# What the metrics read of a scored record (prism.metrics, prism.consistency), and with label
-# probabilities also what prism.likelihood_metrics reads.
-METRIC_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "method")
-LIKELIHOOD_COLUMNS: tuple[str, ...] = ("likelihood_answer", "likelihood_correct", "label_mass", "option_probs")
-# What bias_cells reads of a record with a likelihood answer.
-_BIAS_KEYS: tuple[str, ...] = ("question_id", "condition", "repetition", "label_probs", "likelihood_answer", "answer",
-                               "correct_answer", "error")
-_ABSENT = object()
-
-
-class MetricColumns:
-    """The columns of scored records that the metrics read, gathered a record at a time.
-
-    :meth:`frame` is exactly ``pandas.DataFrame(records)`` restricted to those columns (a key some records
-    lack is NaN there, as pandas makes it), at a few dozen bytes a record instead of the records: repeated
-    strings (ids, conditions, answers, methods) are kept once.
-    """
-
-    def __init__(self) -> None:
-        """No records yet."""
-        self._columns: dict[str, list[Any]] = {name: [] for name in METRIC_COLUMNS}
-        self._present: set[str] = set()
-        self._strings: dict[str, str] = {}
-        self._n = 0
-        self.label_probs = False
-        """Whether any record came from a run with label probabilities (it has ``label_probs_source``)."""
-        self.bias_records: list[dict[str, Any]] = []
-        """What the position-bias table reads of each observed record with a likelihood answer."""
-
-    def add(self, record: Mapping[str, Any]) -> None:
-        """Keep what the metrics read of one scored record (its JSON)."""
-        strings = self._strings
-        for name in LIKELIHOOD_COLUMNS:  # a column only once some record has it: most runs have none
-            if name not in self._columns and name in record:
-                self._columns[name] = [_ABSENT] * self._n
-        self._n += 1
-        for name, values in self._columns.items():
-            value = record.get(name, _ABSENT)
-            if value is _ABSENT:
-                values.append(_ABSENT)
-                continue
-            self._present.add(name)
-            values.append(strings.setdefault(value, value) if isinstance(value, str) else value)
-        if "label_probs_source" in record:
-            self.label_probs = True
-        if record.get("error") is None and record.get("likelihood_answer") is not None:
-            self.bias_records.append({key: record.get(key) for key in _BIAS_KEYS})
-
-    def frame(self) -> pd.DataFrame:
-        """The gathered columns as pandas builds them from the records (columns no record had are left out)."""
-        data = {}
-        for name, values in self._columns.items():
-            if name in self._present:
-                for i, value in enumerate(values):
-                    if value is _ABSENT:
-                        values[i] = float("nan")
-                data[name] = values
-        return pd.DataFrame(data)
 
 
 def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequence[Mapping[str, Any]],
