@@ -465,3 +465,15 @@ def test_repetitions_pair_by_index_and_a_missing_baseline_is_refused() -> None:
     assert row["accuracy"] == 0.0
     with pytest.raises(CompareError, match="baseline condition 'P9' is not among m's conditions"):
         build_tables([model], "P9", n_boot=10, seed=0)
+
+
+def test_question_rows_is_the_groupby_of_the_questions_and_takes_no_rows() -> None:
+    import pandas as pd
+
+    from prism.compare.noise import question_rows
+
+    ids = pd.Series(["q2", "q1", "q2", "q3", "q1"], dtype="str")
+    found = [(q, rows.tolist()) for q, rows in question_rows(ids)]
+    expected = [(str(q), list(group.index)) for q, group in ids.groupby(ids, sort=False)]
+    assert found == expected == [("q2", [0, 2]), ("q1", [1, 4]), ("q3", [3])]
+    assert question_rows(pd.Series([], dtype="str")) == []  # a run without the cells of a measure

@@ -81,9 +81,9 @@ def question_rows(question_ids: pd.Series) -> list[tuple[str, NDArray[np.intp]]]
     """
     codes, questions = pd.factorize(question_ids, sort=False)
     order = np.argsort(codes, kind="stable")
-    ends = np.cumsum(np.bincount(codes, minlength=len(questions))).tolist()
-    starts = [0, *ends[:-1]]
-    return [(str(q), order[s:e]) for q, s, e in zip(questions, starts, ends, strict=True)]
+    counts = np.bincount(codes, minlength=len(questions))
+    ends = np.cumsum(counts)
+    return [(str(q), order[s:e]) for q, s, e in zip(questions, (ends - counts).tolist(), ends.tolist(), strict=True)]
 
 
 def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str, condition: str) -> shifts.StepData:
