@@ -447,7 +447,7 @@ def cells(rows: list[tuple[str, str, int, str | None, str]]) -> pd.DataFrame:
 
 
 def test_repetitions_pair_by_index_and_a_missing_baseline_is_refused() -> None:
-    from prism.compare.core import build_tables
+    from prism.compare.build import build_tables
     from prism.compare.tables import ModelCells
 
     rows = [

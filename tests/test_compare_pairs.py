@@ -12,7 +12,8 @@ from itertools import combinations
 import pandas as pd
 import pytest
 
-from prism.compare.core import DEFAULT_MAX_PER_PAIR, _pairing, build_tables, headline_metrics
+from prism.compare.build import build_tables
+from prism.compare.core import DEFAULT_MAX_PER_PAIR, _pairing, headline_metrics
 from prism.compare.select import CompareError, RunSummary, Selection
 from prism.compare.tables import ModelCells, cap_note, differences, model_pairs, pairing_note
 from prism.config import CompareConfig

@@ -15,15 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from prism.compare.by_type import consistency_by_type_table
+from prism.compare.build import build_tables
 from prism.compare.evidence import ReportContext, gather_evidence
-from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.headline import headline_metrics
-from prism.compare.likelihood import disagreements_table, has_probabilities, readings_table
-from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
-from prism.compare.readouts import readout_tables
 from prism.compare.report import run_description
-from prism.compare.roles import roles_table
 from prism.compare.select import (
     CONFIG_ARTIFACT,
     RESPONSES_ARTIFACT,
@@ -41,18 +36,7 @@ from prism.compare.select import (
     load_scored,
     search_candidates,
 )
-from prism.compare.tables import (
-    DIVERGENCE_COLUMNS,
-    PAIRS,
-    ModelCells,
-    accuracy_table,
-    condition_disagreement_table,
-    differences,
-    divergence_table,
-    model_pairs,
-    ordered_scale_notes,
-    sensitivity_table,
-)
+from prism.compare.tables import DIVERGENCE_COLUMNS, PAIRS, ModelCells, ordered_scale_notes
 from prism.config import CompareConfig
 from prism.shifts import DEFAULT_MEASURE
 
@@ -185,71 +169,6 @@ def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet 
         log.warning("%s; the clustered model uses the condition set's name as the family of %s, and its steps "
                     "are all tested from the baseline, with no profile", exc, run.label)
         return None
-
-
-def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
-                 measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
-                 reference: str | None = None, max_per_pair: int | None = None,
-                 references: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
-    """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
-
-    The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
-    same frozen question set (:mod:`prism.compare.groups`): within each set, the pairs of
-    :func:`prism.compare.tables.model_pairs` (``pairs`` and the set's reference run). They are left out
-    when no two runs share a set. ``question_sets`` says which runs each set holds. ``max_per_pair`` caps
-    only the cells the differences table lists.
-
-    Args:
-        models: The compared runs, in table order.
-        baseline: The baseline condition.
-        n_boot: Bootstrap resamples.
-        seed: Their seed.
-        measures: The shifts' measures.
-        permutations: The shifts' permutations.
-        pairs: ``reference`` or ``all``.
-        reference: The reference run id of the question set it is on (``pairs=reference``; None: the first run).
-        max_per_pair: Most differing cells listed per pair; None lists all.
-        references: Question set -> reference run id for the other sets (a set missing here, and not
-            holding ``reference``, takes its first run).
-
-    Raises:
-        CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
-            the reference is not a compared run, or the cap is negative.
-    """
-    try:
-        tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
-        measures = check_measures(measures)
-        chosen = dict(references or {})
-        if reference is not None:
-            model_pairs(models, pairs, reference)  # refuses a reference that is not a compared run
-            chosen.update({m.question_set: reference for m in models if m.run_id == reference})
-        compared = group_pairs(models, pairs, chosen)
-    except ValueError as exc:
-        raise CompareError(str(exc)) from exc
-    tables["accuracy"] = accuracy_table(models, n_boot=n_boot, seed=seed)
-    if len(models) >= 2:
-        tables["question_sets"] = question_sets_table(models, compared, pairs)
-        tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
-    if compared:
-        tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
-        try:
-            tables["differences"], tables["difference_counts"] = differences(models, compared, max_per_pair)
-        except ValueError as exc:
-            raise CompareError(str(exc)) from exc
-    # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
-    tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
-    tables["profile"] = profile_table(models, tables["shifts"])
-    tables["roles"] = roles_table(models, tables["shifts"])  # each step's role from the keys, beside its shift
-    tables["gee_wald"], tables["gee_by_dataset"] = gee_tables(models, baseline)
-    tables["consistency_by_type"] = consistency_by_type_table(models, baseline)
-    # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
-    tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
-                                 n_permutations=permutations, seed=seed))
-    # Both readings (runs with generation.label_probs=true only): prism.compare.likelihood.
-    if any(has_probabilities(m) for m in models):
-        tables["readings"] = readings_table(models, baseline)
-        tables["reading_disagreements"] = disagreements_table(models)
-    return tables
 
 
 def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:
