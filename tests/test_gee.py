@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prism import gee
+from prism import gee, gee_design
 
 COLUMNS = list(gee.RESPONSE_COLUMNS)
 
@@ -168,7 +168,7 @@ def _design_by_stacking(outcomes: pd.DataFrame, factors: list[str], max_order: i
     from itertools import combinations
 
     varying = [f for f in factors if outcomes[f].nunique() >= 2]
-    coded = {f: gee._dummies(outcomes[f]) for f in varying}
+    coded = {f: gee_design._dummies(outcomes[f]) for f in varying}
     columns, names = [np.ones(len(outcomes))], ["intercept"]
     for size in range(1, min(len(varying), max_order) + 1):
         for term in combinations(varying, size):
@@ -196,7 +196,7 @@ def test_design_keeps_exactly_the_columns_a_stacked_rank_check_keeps(seed: int) 
     condition = rng.choice(["P1", "P2", "P3", "P4"], n)
     condition[(model == "m0") & (condition == "P4")] = "P3"
     outcomes = pd.DataFrame({"model": model, "condition": condition, "dataset": dataset})
-    X, terms, _, names = gee.design(outcomes, ["model", "condition", "dataset"], 3)
+    X, terms, _, names = gee_design.design(outcomes, ["model", "condition", "dataset"], 3)
     expected, expected_names = _design_by_stacking(outcomes, ["model", "condition", "dataset"], 3)
     assert names == expected_names
     assert np.array_equal(X, expected)
@@ -213,7 +213,7 @@ def test_the_glm_start_is_statsmodels_glm_and_the_fit_does_not_move() -> None:
 
     frames = [synthetic(0.8, seed=s, model=f"m{s}", run=f"r{s}") for s in range(3)]
     outcomes, _ = gee.consistency_outcomes(pd.concat(frames, ignore_index=True), "P0")
-    X, terms, _, _ = gee.design(outcomes, ["model", "condition", "dataset"])
+    X, terms, _, _ = gee_design.design(outcomes, ["model", "condition", "dataset"])
     y = outcomes["consistent"].to_numpy(np.float64)
     start = gee.glm_start(X, y)
     assert start is not None
