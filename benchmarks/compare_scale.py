@@ -22,11 +22,11 @@ differences.max_per_pair=null`` (today's all-pairs, uncapped tables) in the same
 Profiled first (py-spy, 4 runs x 1,000 questions): the pairwise tables spent two thirds of their time
 drawing bootstrap weights that are the same for every pair (same seed, same questions), and a fifth building
 Cohen's kappa's table with ``pandas.crosstab``; the sensitivity table spent most of its time in the full
-``gc.collect()`` that statsmodels' Holm correction runs on every call. ``prism.stats`` now keeps the weights,
+``gc.collect()`` that statsmodels' Holm correction runs on every call. ``prism.stats.basics`` now keeps the weights,
 counts with ``numpy.bincount`` and computes Holm with statsmodels' own operations; every table is byte for
 byte what it was. Then (py-spy, 5 runs): the shifts table's two-level bootstrap visited every question of
 every step in a Python loop even when a question has one response per condition and nothing to redraw;
-those questions are now resampled in one matrix product (``prism.shifts._bootstrap``), byte-identical.
+those questions are now resampled in one matrix product (``prism.stats.shifts._bootstrap``), byte-identical.
 """
 
 from __future__ import annotations

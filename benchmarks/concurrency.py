@@ -5,7 +5,7 @@ Each backend is pointed at a loopback stand-in of its server that takes a fixed 
 the requests it is answering at once: the test suite's Ollama stub (``tests/backends/ollama_server.py``)
 and an OpenAI-compatible one (``tests/backends/openai_stub.py``). The requests go through the real path
 of a run without MLflow: the official client inside ``OllamaBackend`` or ``OpenAIBackend``,
-``prism.inference.collect`` (bounded-concurrency dispatch), the completion store and the response log, each
+``prism.run.inference.collect`` (bounded-concurrency dispatch), the completion store and the response log, each
 record fsynced as it arrives. The wall time of N distinct requests is measured at concurrency 1, 2, 4 and
 8, against the ideal: the serial time divided by the concurrency. The identity probe (model list, and for
 OpenAI a one-token chat) happens before the clock starts.
@@ -64,8 +64,8 @@ def timed_collect(backend: Any, n: int, workdir: Path, sync_interval_s: float = 
     Raises:
         SystemExit: If a request failed or a completion is missing, so no broken run reports a time.
     """
-    from prism.inference import collect, make_cells
-    from prism.store import CompletionStore, ResponseLog
+    from prism.run.inference import collect, make_cells
+    from prism.run.store import CompletionStore, ResponseLog
 
     identity = backend.identity()  # the probe, before the clock
     cells = make_cells(requests(n), identity, "bench", "test")
@@ -136,7 +136,7 @@ def run(ctx: Context) -> Section:
     figures: dict[str, float] = {"requests": float(n), "delay_s": delay}
     body = [
         f"{n} distinct requests, each taking {delay:g} s on a loopback stand-in of the server, through the "
-        "backend, `prism.inference.collect`, the store and the response log (fsynced per record). Ideal = "
+        "backend, `prism.run.inference.collect`, the store and the response log (fsynced per record). Ideal = "
         "serial wall time / concurrency; ratio = wall / ideal (1.00 is perfect overlap).",
     ]
     for name, title in (("ollama", "Ollama (`OllamaBackend`, official `ollama` client)"),

@@ -61,8 +61,8 @@ def rendered_requests(overrides: list[str]) -> tuple[list[Request], list[str]]:
         overrides: The Hydra overrides of the PRISM run being mirrored.
     """
     from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests
     from prism.questions import freeze_dataset
+    from prism.run.pipeline import build_requests
 
     cfg = compose(overrides)
     frozen = freeze_dataset(cfg.dataset)

@@ -11,7 +11,7 @@ Setup (reported apart, not timed): the first model's 6 runs are made by ``python
 backend (two multiruns). A run through the whole pipeline costs tens of seconds on a loaded 2-core machine,
 so the other 294 are logged from those 6: the same params and tags (model name and replay path changed),
 the same ``config/``, ``questions/`` and ``prompts/`` artifacts, and ``results/`` written by PRISM's own
-parser, scorer and metrics (:func:`prism.summary.score_all`, :func:`prism.summary.write_results`) from each
+parser, scorer and metrics (:func:`prism.results.summary.score_all`, :func:`prism.results.summary.write_results`) from each
 model's synthetic answers. They lack ``responses/``, which the site does not read.
 
 Then the real command, each build in its own child process, over the runs of the first 12, 25 and 50
@@ -86,7 +86,7 @@ def _clone(client: Any, template: Any, model: int, work: Path, data_dir: Path) -
     from prism.conditions import condition_set_from_config
     from prism.questions import freeze_question_set
     from prism.records import RawRecord
-    from prism.summary import score_all, write_results
+    from prism.results.summary import score_all, write_results
 
     params, tags = dict(template.data.params), dict(template.data.tags)
     output = Path(tags["prism.output_dir"])

@@ -3,7 +3,7 @@
 PRISM asks condition-major (every question under P0, then P1, ...). Section 2 measured that order against
 question-major (every condition of question 1, then question 2, ...) inside llama.cpp; this measures it
 through a real server: ``python -m llama_cpp.server`` serving the embedded SmolLM2 GGUF, asked by PRISM's
-own path (``OpenAIBackend`` through ``prism.inference.collect`` at concurrency 1, greedy, the default
+own path (``OpenAIBackend`` through ``prism.run.inference.collect`` at concurrency 1, greedy, the default
 ``max_tokens``, the response log written and fsynced per record, no store), with
 ``model.extra_body={repeat_penalty: 1.0}`` so the server samples as the embedded backend does. The same
 prompts as section 2 (PRISM's own rendering, ``benchmarks/prompts.py``) go in both orders, alternating
@@ -164,8 +164,8 @@ def timed_run(setting: Setting, order: str, index: int, requests: Sequence[Any],
     """
     from prism.backends.openai_compat import OpenAIBackend
     from prism.config import OpenAIModelConfig
-    from prism.inference import collect, make_cells
-    from prism.store import ResponseLog
+    from prism.run.inference import collect, make_cells
+    from prism.run.store import ResponseLog
 
     name = f"{setting.name}-{index}-{order}"
     (workdir / "logs").mkdir(parents=True, exist_ok=True)

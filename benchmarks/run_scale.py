@@ -18,7 +18,7 @@ must equal the first run's apart from ``cached``, ``timestamp`` and ``latency_s`
 cell was answered).
 
 Everything runs with ``store.sync_interval_s=1`` (fsync at most a second after a completion; see
-``prism/store.py``): at the default (an fsync per completion, two per cell) a busy disk's fsync, several
+``prism/run/store.py``): at the default (an fsync per completion, two per cell) a busy disk's fsync, several
 milliseconds here, is the whole cost of a replayed cell; the smallest size is also run at the default to
 show it. The free disk is checked before each size (the run writes about 8 KB a cell: records, store, the
 MLflow artifacts, twice), and each size's files are removed once it is measured.
@@ -237,7 +237,7 @@ def _stored_keys(store: Path) -> set[str]:
 
 
 def _key(record: dict[str, object]) -> str:
-    from prism.store import store_key
+    from prism.run.store import store_key
 
     generation = record["generation"]
     assert isinstance(generation, dict)
@@ -252,7 +252,7 @@ def kill_and_resume(setup: Setup, cells: int, first: Path) -> dict[str, float]:
         SystemExit: If the resume asked for other cells than the store lacked, lost a logged record, or its
             scored records differ from the uninterrupted run's.
     """
-    from prism.store import read_jsonl
+    from prism.run.store import read_jsonl
 
     work = setup.work
     store = work / "kill-store.sqlite"

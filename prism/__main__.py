@@ -26,8 +26,8 @@ def main(cfg: DictConfig) -> None:
     from prism.conditions import condition_set_from_config
     from prism.config import PrismConfig, to_schema
     from prism.errors import PrismError
-    from prism.pipeline import run
-    from prism.summary import format_summary
+    from prism.results.summary import format_summary
+    from prism.run.pipeline import run
 
     hydra_cfg = HydraConfig.get()
     sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode is RunMode.MULTIRUN else None

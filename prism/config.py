@@ -167,7 +167,7 @@ class ConditionSpec:
     template: str = MISSING
 
 
-# ---- Step conditions: perturbation sets (``prism.perturbations``) ---------------------------------------
+# ---- Step conditions: perturbation sets (``prism.conditions.perturbations``) ---------------------------------------
 
 
 @dataclass
@@ -242,9 +242,9 @@ class ConditionsConfig:
     protected_words: list[str] = field(default_factory=list)
     # Options a step adds (remove_answer: "None of the other options"), by wording name.
     added_options: dict[str, str] = field(default_factory=dict)
-    # Each family is an axis (prism.axes): nominal, ordinal or numeric, declared with the family.
+    # Each family is an axis (prism.conditions.axes): nominal, ordinal or numeric, declared with the family.
     families: dict[str, FamilySpec] = field(default_factory=dict)
-    # Cross these axes into a grid of every combination of their values (prism.grid); empty: a sweep.
+    # Cross these axes into a grid of every combination of their values (prism.conditions.grid); empty: a sweep.
     axes: list[str] = field(default_factory=list)
     # A set (or grid) with more conditions is refused before any request.
     max_conditions: int = 200
@@ -262,7 +262,7 @@ class GenerationConfig:
     top_p: float | None = None
     top_k: int | None = None
     repetitions: int = 1
-    # Also record the first reply token's probabilities over the option labels (prism.likelihood); joins
+    # Also record the first reply token's probabilities over the option labels (prism.label_probs); joins
     # the canonical parameters (store keys, records) only when true.
     label_probs: bool = False
 
@@ -286,7 +286,7 @@ class StoreConfig:
     # 0: every completion is fsynced (store and responses.jsonl) before the next is handled. A positive
     # value fsyncs at most that many seconds later instead: a killed run still loses nothing (each record
     # reaches the OS at once), a power loss at most that interval, which a resumed run asks again. An
-    # fsync can cost more than a fast server's or a replayed completion (prism/store.py).
+    # fsync can cost more than a fast server's or a replayed completion (prism/run/store.py).
     sync_interval_s: float = 0.0
 
 

@@ -1,7 +1,7 @@
 """Raw and scored response records (docs/architecture.md, "Raw response record", "Scored record"), and the cell key.
 
-A raw record is built in one place (:func:`prism.inference.raw_record`), a scored one in one place
-(:func:`prism.scoring.score_record`), and both become JSON in one place (their ``to_json``), with the
+A raw record is built in one place (:func:`prism.run.inference.raw_record`), a scored one in one place
+(:func:`prism.results.scoring.score_record`), and both become JSON in one place (their ``to_json``), with the
 field names of the contract. Every other stage reads the typed records or, past the files, the JSON.
 
 An optional field (declared with :func:`optional`) is recorded only when a backend or stage had it: while
@@ -29,7 +29,7 @@ class CellKey(NamedTuple):
 
     The key the replay backend looks answers up by, the metrics group records by (:data:`CELL_COLUMNS`) and
     a reproduction matches records by. (The completion store keys content instead: the prompt's hash, not
-    its question and condition, see ``prism.store.store_key``.)
+    its question and condition, see ``prism.run.store.store_key``.)
     """
 
     question_id: str
@@ -101,7 +101,7 @@ class RawRecord:
     top_logprobs: list[dict[str, Any]] | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: the first position's top tokens, ``[{"token", "logprob"}]``."""
     label_probs_source: str | None = field(default=None, metadata={_OPTIONAL: True})
-    """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.likelihood``)."""
+    """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.label_probs``)."""
 
     @property
     def cell(self) -> CellKey:
@@ -154,9 +154,9 @@ class ScoredRecord:
     parser_version: str
     """Version of the parser that read the response."""
     scorer_version: str
-    """Version of the scorer (``prism.scoring.SCORER_VERSION``)."""
+    """Version of the scorer (``prism.results.scoring.SCORER_VERSION``)."""
     option_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
-    """With label probabilities: canonical option -> probability (``prism.likelihood.likelihood_fields``)."""
+    """With label probabilities: canonical option -> probability (``prism.label_probs.likelihood_fields``)."""
     likelihood_answer: str | None = field(default=None, metadata={_OPTIONAL: True})
     """With label probabilities: the likeliest canonical option (a tie: the first displayed)."""
     likelihood_correct: bool | None = field(default=None, metadata={_OPTIONAL: True})

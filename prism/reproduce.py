@@ -174,7 +174,7 @@ def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.base import create_backend
     from prism.questions import freeze_dataset
-    from prism.tracking import git_state
+    from prism.run.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
     backend = create_backend(cfg.model)
@@ -211,9 +211,9 @@ def reproduce(settings: ReproduceConfig, output_dir: str | Path | None = None) -
     """
     import mlflow
 
-    from prism.pipeline import run
-    from prism.store import read_jsonl
-    from prism.tracking import MlflowTracker, resolve_tracking_uri
+    from prism.run.pipeline import run
+    from prism.run.store import read_jsonl
+    from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
     run_id, experiment = settings.run_id, settings.tracking.experiment
     tracker = MlflowTracker(resolve_tracking_uri(settings.tracking.uri, settings.tracking.require_server), experiment)

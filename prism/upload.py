@@ -1,6 +1,6 @@
-"""``python -m prism.upload OUTPUT_DIR``: send a run whose MLflow logging failed to MLflow (see ``prism.offline``)."""
+"""``python -m prism.upload OUTPUT_DIR``: send a run whose MLflow logging failed to MLflow (see ``prism.run.offline``)."""
 
-from prism.offline import main
+from prism.run.offline import main
 
 if __name__ == "__main__":
     main()

@@ -25,8 +25,8 @@ from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
 from prism.config import LlamaCppModelConfig
-from prism.store import CompletionStore, StoreError
-from prism.tracking import MlflowTracker, TrackingError
+from prism.run.store import CompletionStore, StoreError
+from prism.run.tracking import MlflowTracker, TrackingError
 from prism.types import GenerationParams, Prompt
 
 
@@ -202,8 +202,8 @@ def test_a_tracking_uri_with_an_unknown_scheme_is_a_tracking_error() -> None:
 
 def test_a_question_whose_answer_key_is_not_a_label_stops_the_run_before_any_model_call(workdir: Path) -> None:
     bad_key = data_dir_with(workdir, "bad_key", [*(arc_row(f"Q{i}") for i in range(4)), arc_row("Q8", key="E")])
-    from prism.pipeline import run
     from prism.questions import DataError
+    from prism.run.pipeline import run
 
     replay = workdir / "replay.jsonl"  # the model: answers for the good questions, never asked
     replay.write_text("".join(json.dumps({"question_id": f"Q{i}", "condition": c, "response": "A"}) + "\n"

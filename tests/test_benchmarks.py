@@ -37,8 +37,8 @@ def test_condition_names_are_the_composed_sets_in_prisms_order() -> None:
 def test_requests_are_prisms_own_in_both_orders(workdir: Path, data_dir: Path) -> None:
     from prism.backends.llamacpp import build_request
     from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests
     from prism.questions import freeze_question_set
+    from prism.run.pipeline import build_requests
 
     overrides = [*run_overrides(workdir, data_dir), "dataset.n=3"]
     assert write_requests(overrides, workdir / "cm.jsonl", "condition") == 15
@@ -134,8 +134,8 @@ def test_request_order_sends_prisms_prompts_in_both_orders_and_question_major_gr
     from benchmarks.common import Context
     from benchmarks.request_order import ordered_requests, schedule
     from prism.conditions import condition_set_from_config
-    from prism.pipeline import build_requests
     from prism.questions import freeze_question_set
+    from prism.run.pipeline import build_requests
 
     orders, dataset, split = ordered_requests(Context(workdir=workdir, data_dir=data_dir, quick=True), 3)
     assert (dataset, split) == ("arc_challenge", "test")

@@ -6,7 +6,7 @@ Composition with random override values either composes or fails with Hydra's or
 errors, which the CLI prints as one paragraph; a composed generation group then passes PRISM's own range
 check or fails it with a ConfigError. Each test has a fixed example budget and no deadline,
 so the whole file takes well under 30 s on a loaded 2-core machine; the parser is fuzzed in
-tests/test_parsing.py with the same kind of budget.
+tests/parsing/test_parsing.py with the same kind of budget.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from prism.backends.base import BackendError
 from prism.backends.replay import read_replay_file
 from prism.errors import ConfigError
-from prism.pipeline import check_generation
 from prism.questions import DataError, load_questions, read_frozen
-from prism.store import StoreError, read_jsonl
+from prism.run.pipeline import check_generation
+from prism.run.store import StoreError, read_jsonl
 from prism.types import Question
 
 # Examples per fuzz test; the counts RELIABILITY.md reports. Raise locally to fuzz longer.

@@ -13,9 +13,9 @@ import yaml
 from conftest import compose_config, run_overrides
 
 from prism.config import ReproduceConfig, TrackingConfig
-from prism.pipeline import run
 from prism.questions import freeze_question_set
 from prism.reproduce import diff_cells, diff_metrics, format_outcome, reproduce
+from prism.run.pipeline import run
 
 
 def record(qid: str, condition: str, response: str | None, error: str | None = None, rep: int = 0) -> dict:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import compose, compose_config, run_overrides
 
-from prism.metrics import NO_KEY
-from prism.pipeline import run
 from prism.questions import DatasetSpec, load_questions
-from prism.summary import format_summary
+from prism.results.metrics import NO_KEY
+from prism.results.summary import format_summary
+from prism.run.pipeline import run
 
 SCALE = ["Strongly disagree", "Disagree", "Agree", "Strongly agree"]
 STATEMENTS = ["Synthetic statement one.", "Synthetic statement two.", "Synthetic statement three."]
@@ -96,8 +96,8 @@ SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" /
 @pytest.mark.parametrize("name", SETS)
 def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
     from prism.conditions import condition_set_from_config, render
-    from prism.perturbations import PerturbationError
-    from prism.perturbations.missing import RemoveAnswer
+    from prism.conditions.perturbations import PerturbationError
+    from prism.conditions.perturbations.missing import RemoveAnswer
     from prism.types import Question
 
     objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)

@@ -18,7 +18,7 @@ from typing import Any
 
 from prism.backends.base import BackendError, Request
 from prism.config import LlamaCppModelConfig
-from prism.likelihood import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
+from prism.label_probs import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
 from prism.types import Completion, LabelReading, ModelIdentity
 
 GGUF_MAGIC = b"GGUF"

@@ -28,7 +28,7 @@ from prism.backends.base import BackendError, Request
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend
 from prism.backends.retry import Transient, transient_status, transport_failure
 from prism.config import OllamaModelConfig
-from prism.likelihood import TOP_K, TOP_LOGPROBS, check_label_sets, reading_from_top
+from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets, reading_from_top
 from prism.types import Completion, LabelReading, ModelIdentity
 
 if TYPE_CHECKING:

@@ -76,7 +76,7 @@ from prism.backends.openai_wire import (
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend, sent_options
 from prism.backends.retry import Transient, transient_status
 from prism.config import OpenAIModelConfig
-from prism.likelihood import TOP_K, TOP_LOGPROBS, check_label_sets
+from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets
 from prism.types import Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:

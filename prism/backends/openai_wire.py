@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prism.backends.base import BackendError, Request
-from prism.likelihood import TOP_LOGPROBS, reading_from_top
+from prism.label_probs import TOP_LOGPROBS, reading_from_top
 from prism.types import Completion, LabelReading, canonical_json
 
 #: Sent as the key when ``model.api_key_env`` is null: servers without auth ignore it, and the client

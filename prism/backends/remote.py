@@ -2,7 +2,7 @@
 
 Ollama and OpenAI-compatible backends both take their settings from here, so ``model.concurrency``,
 ``model.request_timeout_s`` and the ``model.retry_*`` keys mean one thing whatever serves the model.
-Concurrency itself is applied by :func:`prism.inference.dispatch`, which keeps up to a backend's
+Concurrency itself is applied by :func:`prism.run.inference.dispatch`, which keeps up to a backend's
 ``concurrency`` requests in flight; a remote backend only has to be safe to call from that many threads.
 
 :class:`RemoteBackend` holds the part that is the same for every server (identity read once under a

@@ -1,7 +1,7 @@
 """Compare finished PRISM runs read from MLflow: condition sensitivity and cross-model divergence.
 
 ``python -m prism.compare`` (``prism/conf/compare.yaml``) selects runs, refuses to mix runs of different
-configurations, computes the tables (:mod:`prism.compare.tables`, statistics in :mod:`prism.stats`),
+configurations, computes the tables (:mod:`prism.compare.tables`, statistics in :mod:`prism.stats.basics`),
 draws the plots and records everything as an MLflow run tagged ``prism.kind=comparison``.
 
 Modules: ``select`` (which runs, whether comparable, reading their artifacts), ``tables``, ``noise``

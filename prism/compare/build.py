@@ -12,10 +12,10 @@ import pandas as pd
 
 from prism.compare.by_type import consistency_by_type_table
 from prism.compare.groups import group_pairs, question_sets_table
-from prism.compare.likelihood import disagreements_table, has_probabilities, readings_table
+from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
 from prism.compare.readouts import readout_tables
-from prism.compare.roles import roles_table
+from prism.compare.role_tables import roles_table
 from prism.compare.select import CompareError
 from prism.compare.tables import (
     ModelCells,
@@ -26,7 +26,7 @@ from prism.compare.tables import (
     model_pairs,
     sensitivity_table,
 )
-from prism.shifts import DEFAULT_MEASURE
+from prism.stats.shifts import DEFAULT_MEASURE
 
 
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
@@ -87,7 +87,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
     tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
                                  n_permutations=permutations, seed=seed))
-    # Both readings (runs with generation.label_probs=true only): prism.compare.likelihood.
+    # Both readings (runs with generation.label_probs=true only): prism.compare.label_prob_tables.
     if any(has_probabilities(m) for m in models):
         tables["readings"] = readings_table(models, baseline)
         tables["reading_disagreements"] = disagreements_table(models)

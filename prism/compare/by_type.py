@@ -2,7 +2,7 @@
 
 The layout of the robustness paper's Table 2: one row per model and family, one column per dataset type
 (``objective``, ``subjective``) and their difference. Consistency is the run's own measure
-(:mod:`prism.consistency`): a non-baseline response is consistent when its answer equals the baseline's
+(:mod:`prism.results.consistency`): a non-baseline response is consistent when its answer equals the baseline's
 answer for the same question and repetition (UNKNOWN an answer of its own). Per question and family it
 is the share of its compared pairs that are consistent; a cell of the table is the mean of that over every
 question of the model's runs on datasets of that type, so a dataset weighs by its number of questions.
@@ -16,14 +16,14 @@ from collections.abc import Sequence
 import pandas as pd
 
 from prism.compare.tables import ModelCells
-from prism.consistency import question_consistency
 from prism.questions.spec import DATASET_TYPES
+from prism.results.consistency import question_consistency
 
 ALL_FAMILIES = "all"
 
 
 def question_family_consistency(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """Per run, question and family: consistency with the baseline (:func:`prism.consistency.question_consistency`).
+    """Per run, question and family: consistency with the baseline (:func:`prism.results.consistency.question_consistency`).
 
     A condition without a recorded family falls back to its condition set's name, as the clustered
     model's does (:func:`prism.compare.noise.consistency_responses`).

@@ -38,7 +38,7 @@ from prism.compare.select import (
 )
 from prism.compare.tables import DIVERGENCE_COLUMNS, PAIRS, ModelCells, ordered_scale_notes
 from prism.config import CompareConfig
-from prism.shifts import DEFAULT_MEASURE
+from prism.stats.shifts import DEFAULT_MEASURE
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -231,7 +231,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     """
     import mlflow
 
-    from prism.tracking import MlflowTracker, resolve_tracking_uri
+    from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
     n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     if n_boot < 1:
@@ -352,7 +352,7 @@ def _group_references(pairs: str, reference: str | None, runs: Sequence[RunSumma
 
 def _experiment_id(client: Any, experiment: str, uri: str) -> str:
     """The id of the named experiment (never created here: an empty one has nothing to compare)."""
-    from prism.tracking import TrackingError
+    from prism.run.tracking import TrackingError
 
     try:
         found = client.get_experiment_by_name(experiment)
@@ -378,7 +378,7 @@ def _run_name(runs: Sequence[RunSummary]) -> str:
 def _tags(runs: Sequence[RunSummary], selection: Selection, mismatches: Sequence[str], allow_mismatch: bool,
           out: Path) -> dict[str, str]:
     from prism import __version__
-    from prism.tracking import git_state
+    from prism.run.tracking import git_state
 
     commit, dirty = git_state(Path(__file__).resolve().parent)
     question_sets = sorted({r.question_set for r in runs})

@@ -9,7 +9,7 @@ per question:
   how much the model disagrees with itself under that very condition;
 - *excess* = between - (within_a + within_b) / 2.
 
-This is the shift of :mod:`prism.shifts` with the two models in place of two conditions, so it gets the
+This is the shift of :mod:`prism.stats.shifts` with the two models in place of two conditions, so it gets the
 same two-level bootstrap interval (questions, and repetitions inside each question) and the same one-sided
 permutation p-value (the model labels shuffled among a question's responses), Holm-corrected over the
 pair's conditions per measure; ``beyond_noise`` is an excess above 0 with Holm p below 0.05. Questions
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from prism import shifts, stats
 from prism.compare.noise import measure_values, question_rows
 from prism.compare.tables import ModelCells, Pair, shared_conditions
+from prism.stats import basics, shifts
 
 NOISE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "condition", "measure", "n_questions", "between",
                  "within_a", "within_b", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "beyond_noise",
@@ -93,7 +93,7 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
         measures: The shift measures (``prob_tv`` only where both runs recorded probabilities).
         n_boot: Two-level bootstrap resamples.
         n_permutations: Label permutations behind each p-value.
-        seed: Seeds every bootstrap and permutation (:func:`prism.shifts.shift`).
+        seed: Seeds every bootstrap and permutation (:func:`prism.stats.shifts.shift`).
 
     Returns:
         Columns :data:`NOISE_COLUMNS`, per pair in the given order, per measure, conditions in a's order.
@@ -124,7 +124,7 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
                               "within_b": within_b if repeated else math.nan, "excess": est.excess,
                               "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
                               "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition))})
-            adjusted = stats.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
+            adjusted = basics.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
             for row, p_holm in zip(group, adjusted, strict=True):
                 row["p_holm"] = float(p_holm)
                 row["beyond_noise"] = shifts.is_shift(row["excess"], row["p_holm"])

@@ -22,7 +22,7 @@ import pandas as pd
 
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import SCORED_ARTIFACT, CompareError, RunSummary, download
-from prism.stats import Estimate
+from prism.stats.basics import Estimate
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A comparison may hold runs on different datasets (an objective and a subjective one, say). Tables that
 describe each run on its own -- sensitivity, accuracy, shifts, profiles, per-family consistency, the
-readings -- and the clustered model (:mod:`prism.gee_fits`, with dataset and dataset type as factors)
+readings -- and the clustered model (:mod:`prism.stats.gee_fits`, with dataset and dataset type as factors)
 hold every run. Tables that pair cells of two runs on (question, condition, repetition) -- divergence,
 differences and their counts -- only mean something between runs on the same frozen question set, so
 the runs are grouped by question set (``prism.question_set_sha256``) and pairs are made within each

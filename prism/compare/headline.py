@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from prism.compare.tables import POOLED
-from prism.stats import SIGNIFICANCE
+from prism.stats.basics import SIGNIFICANCE
 
 
 def metric_key(*parts: str) -> str:
@@ -24,7 +24,7 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
 
     Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
     conditions, and how many conditions differ from the baseline at Holm-adjusted p below
-    :data:`prism.stats.SIGNIFICANCE`. Per pair of models (pooled over conditions): disagreement, kappa and
+    :data:`prism.stats.basics.SIGNIFICANCE`. Per pair of models (pooled over conditions): disagreement, kappa and
     excess. Per model, axis and measure that shifts somewhere: ``first_shift/...``, the position among the
     axis's values of the first that shifts.
     """

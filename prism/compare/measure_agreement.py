@@ -1,10 +1,10 @@
 """``comparison/measure_agreement.csv``: whether the difference measures find the same shifts.
 
-Each shift measure (:data:`prism.shifts.MEASURES`: ``answer``, ``token_jaccard``, ``edit_distance``, and
+Each shift measure (:data:`prism.stats.shifts.MEASURES`: ``answer``, ``token_jaccard``, ``edit_distance``, and
 ``prob_tv`` when probabilities were recorded) gives every step of the shifts table a verdict, shift or
 not. For each model and each pair of the measures used, over the steps both measures tested: on how many
 both find a shift, only one does, or neither, and Cohen's kappa of the two verdicts
-(:func:`prism.stats.cohens_kappa`). With several models a pooled row (``model`` = ``all``) counts every
+(:func:`prism.stats.basics.cohens_kappa`). With several models a pooled row (``model`` = ``all``) counts every
 model's steps.
 
 The table is always written, and says in ``note`` what its numbers cannot say: with one measure there is
@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from prism import stats
 from prism.compare.tables import POOLED
+from prism.stats import basics
 
 AGREEMENT_COLUMNS = ("model", "measure_a", "measure_b", "steps", "both", "only_a", "only_b", "neither", "shifts_a",
                      "shifts_b", "kappa", "note")
@@ -46,7 +46,7 @@ def _verdicts(shifts: pd.DataFrame) -> pd.DataFrame:
 def _pair_row(model: str, a: str, b: str, steps: pd.DataFrame, repeated: bool) -> dict[str, Any]:
     both_tested = steps[a].notna() & steps[b].notna()
     va, vb = steps.loc[both_tested, a].astype(bool), steps.loc[both_tested, b].astype(bool)
-    kappa = stats.cohens_kappa(va.map(str).to_numpy(), vb.map(str).to_numpy())
+    kappa = basics.cohens_kappa(va.map(str).to_numpy(), vb.map(str).to_numpy())
     notes = [] if repeated else [NO_REPETITIONS]
     if math.isnan(kappa) and len(va):
         notes.append(KAPPA_UNDEFINED)

@@ -1,12 +1,12 @@
 """Change beyond noise in a comparison: the shifts table, the profiles and the clustered model of consistency.
 
 ``shifts`` (``comparison/shifts.csv``): for every run, measure and non-baseline condition, the step to it
-from the baseline -- or, for a value of an ordered axis (:mod:`prism.axes`), from the axis's previous
+from the baseline -- or, for a value of an ordered axis (:mod:`prism.conditions.axes`), from the axis's previous
 value: between, within, excess with its interval, the permutation p-value and its Holm correction over
-all steps of one model and one measure (:mod:`prism.shifts`). ``profile`` (``comparison/profile.csv``):
+all steps of one model and one measure (:mod:`prism.stats.shifts`). ``profile`` (``comparison/profile.csv``):
 the same steps per model and axis in value order, with the first value where each measure shifts.
 ``gee_wald`` (``comparison/gee_wald.csv``): global Wald tests of the binomial GEE of consistency with the
-baseline's modal answer (:mod:`prism.gee`), on a grid's axes and their two-way interactions when the runs
+baseline's modal answer (:mod:`prism.stats.gee`), on a grid's axes and their two-way interactions when the runs
 are grids over the same axes. Pure pandas over :class:`~prism.compare.tables.ModelCells`.
 """
 
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from prism import gee, gee_fits, shifts, stats
 from prism.compare.tables import ModelCells
+from prism.stats import basics, gee, gee_fits, shifts
 from prism.types import canonical_json
 
 SHIFT_COLUMNS = ("model", "axis", "from_condition", "to_condition", "measure", "between", "within", "excess",
@@ -46,7 +46,7 @@ def measure_values(cells: pd.DataFrame, measure: str) -> pd.Series:
 
 
 def check_measures(measures: Sequence[str]) -> list[str]:
-    """The measures, checked against :data:`prism.shifts.MEASURES` (repeats dropped).
+    """The measures, checked against :data:`prism.stats.shifts.MEASURES` (repeats dropped).
 
     Raises:
         ValueError: Naming the unknown ones and the known ones.
@@ -108,12 +108,12 @@ def step_origins(model: ModelCells, baseline: str) -> dict[str, str]:
 
 def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence[str], *, n_boot: int,
                  n_permutations: int, seed: int) -> pd.DataFrame:
-    """Each non-baseline condition against where its step starts, per run and measure (:func:`prism.shifts.shift`).
+    """Each non-baseline condition against where its step starts, per run and measure (:func:`prism.stats.shifts.shift`).
 
     A step starts from the baseline, except on an ordered axis (ordinal or numeric), where each value is
     compared with the previous one (:func:`step_origins`).
 
-    ``p_holm`` is Holm-adjusted (:func:`prism.stats.holm`) over every step tested for one model (its
+    ``p_holm`` is Holm-adjusted (:func:`prism.stats.basics.holm`) over every step tested for one model (its
     ``model.name``, over all its runs and axes) and one measure; ``shift`` is an excess above 0 with
     ``p_holm`` below 0.05. Runs without repetitions have no within: ``excess`` and ``p`` are empty and
     ``excess_ci_low``/``excess_ci_high`` hold the interval of the between.
@@ -142,7 +142,7 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     table = pd.DataFrame(rows)
     table["p_holm"] = math.nan
     for _, index in table.groupby(["_family", "measure"], sort=False).groups.items():
-        table.loc[index, "p_holm"] = stats.holm(table.loc[index, "p"].to_numpy(np.float64))
+        table.loc[index, "p_holm"] = basics.holm(table.loc[index, "p"].to_numpy(np.float64))
     table["shift"] = [shifts.is_shift(e, p) for e, p in zip(table["excess"], table["p_holm"], strict=True)]
     return table[list(SHIFT_COLUMNS)].reset_index(drop=True)
 
@@ -203,7 +203,7 @@ def grid_axes(models: Sequence[ModelCells]) -> tuple[str, ...]:
 
 
 def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Sequence[str] = ()) -> pd.DataFrame:
-    """Every observed response with its run, model, dataset and condition family, for :mod:`prism.gee`.
+    """Every observed response with its run, model, dataset and condition family, for :mod:`prism.stats.gee`.
 
     A condition without a recorded family (a run logged before families, or a condition set that cannot
     be rebuilt) falls back to its condition set's name. With ``axes`` (a grid's), each response also gets
@@ -229,7 +229,7 @@ def consistency_responses(models: Sequence[ModelCells], baseline: str, axes: Seq
 
 
 def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """The ``gee_wald`` table: the clustered model(s) of consistency with their notes (:mod:`prism.gee_fits`).
+    """The ``gee_wald`` table: the clustered model(s) of consistency with their notes (:mod:`prism.stats.gee_fits`).
 
     Runs that are all grids over the same axes are modelled on those axes with their two-way interactions.
     Runs on datasets of both types get a fit by dataset and one by dataset type, one after the other.
@@ -238,11 +238,11 @@ def gee_table(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
 
 
 def gee_tables(models: Sequence[ModelCells], baseline: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``gee_wald`` (every planned fit, :func:`prism.gee_fits.fit_all`) and ``gee_by_dataset``.
+    """``gee_wald`` (every planned fit, :func:`prism.stats.gee_fits.fit_all`) and ``gee_by_dataset``.
 
     Returns:
-        (gee_wald, gee_by_dataset): columns :data:`prism.gee_fits.FIT_COLUMNS` and
-        :data:`prism.gee_fits.BY_DATASET_COLUMNS`.
+        (gee_wald, gee_by_dataset): columns :data:`prism.stats.gee_fits.FIT_COLUMNS` and
+        :data:`prism.stats.gee_fits.BY_DATASET_COLUMNS`.
     """
     axes = grid_axes(models)
     outcomes, notes = gee.consistency_outcomes(consistency_responses(models, baseline, axes), baseline, axes)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prism import stats
-from prism.stats import Estimate
+from prism.stats import basics
+from prism.stats.basics import Estimate
 
 ACCURATE_AND_STABLE = "accurate and stable"
 PROMPT_DEPENDENT = "capable but prompt-dependent"
@@ -148,7 +148,7 @@ def question_estimates(question_metrics: pd.DataFrame, *, n_boot: int, seed: int
     """Bootstrap intervals (over questions) for the three metrics, from a run's ``question_metrics.csv``.
 
     Each question is first reduced to its own value, averaged over repetitions exactly as
-    :func:`prism.metrics.summary_metrics` does, so the point values equal the run's logged metrics.
+    :func:`prism.results.metrics.summary_metrics` does, so the point values equal the run's logged metrics.
 
     Returns:
         ``question_majority_accuracy``, ``mean_agreement`` and ``prompt_invariant_incorrect_rate``; the first
@@ -164,14 +164,14 @@ def question_estimates(question_metrics: pd.DataFrame, *, n_boot: int, seed: int
     per_question = frame.groupby("question_id", sort=False).agg(
         majority=("majority_correct", "mean"), wrong=("invariant_incorrect", "mean"), agreement=("agreement", "mean"))
     agreed = per_question["agreement"].dropna()
-    estimates = {"mean_agreement": stats.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
+    estimates = {"mean_agreement": basics.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
     if keyless:
         return {**estimates, "question_majority_accuracy": Estimate.undefined(),
                 "prompt_invariant_incorrect_rate": Estimate.undefined()}
     return {
-        "question_majority_accuracy": stats.pooled_rate(per_question["majority"], per_question.index, n_boot=n_boot,
+        "question_majority_accuracy": basics.pooled_rate(per_question["majority"], per_question.index, n_boot=n_boot,
                                                         seed=seed),
         **estimates,
-        "prompt_invariant_incorrect_rate": stats.pooled_rate(per_question["wrong"], per_question.index,
+        "prompt_invariant_incorrect_rate": basics.pooled_rate(per_question["wrong"], per_question.index,
                                                              n_boot=n_boot, seed=seed),
     }

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from prism import formatting
-from prism.stats import SIGNIFICANCE
+from prism.stats.basics import SIGNIFICANCE
 
 # Scorecard rows the terminal prints (the CSV has them all).
 SCORECARD_ROWS = 40

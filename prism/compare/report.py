@@ -31,7 +31,7 @@ from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import NO_KEY, number, p_value
 from prism.parsing import UNKNOWN_METHODS
-from prism.stats import SIGNIFICANCE
+from prism.stats.basics import SIGNIFICANCE
 
 REPORT_HTML = "report.html"
 # A summary point is made of parts: ("text", s), ("strong", s) or ("ci", value, low, high, signed).
@@ -69,7 +69,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         context: The runs and settings behind them.
     """
     from prism.compare.profile_plot import PROFILE_PNG, profile_panels
-    from prism.compare.roles import roles_note
+    from prism.compare.role_tables import roles_note
     from prism.render import render
 
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]

@@ -29,7 +29,7 @@ from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
 from prism.compare.select import RunSummary
 from prism.compare.tables import POOLED, keyless_labels
 from prism.formatting import missing
-from prism.stats import SIGNIFICANCE
+from prism.stats.basics import SIGNIFICANCE
 
 # How many cells of the differences table the page lists (the CSV has them all).
 TOP_DIFFERENCES = 12

@@ -11,7 +11,7 @@ and pooled over its conditions (``condition`` = :data:`prism.compare.tables.POOL
 - ``likelihood_accuracy``: share of cells whose likeliest first-token option is the key (runs with
   ``generation.label_probs=true`` only).
 
-Every interval is :func:`prism.stats.pooled_rate`: a 95% percentile bootstrap that resamples questions
+Every interval is :func:`prism.stats.basics.pooled_rate`: a 95% percentile bootstrap that resamples questions
 (all of a question's cells together) with the comparison's B and seed, as the other tables draw it. A run
 without an answer key has no accuracy rows; a metric whose cells are missing is left out, not zero.
 """
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from prism import stats
 from prism.compare.tables import POOLED, ModelCells, has_key
+from prism.stats import basics
 
 SCORECARD_COLUMNS = ("model", "run_id", "condition", "metric", "value", "ci_low", "ci_high", "n_cells",
                      "n_questions")
@@ -43,13 +43,13 @@ def _flag_rows(model: ModelCells, condition: str, cells: pd.DataFrame, *, n_boot
         kept = values.notna()
         if not kept.any():  # not recorded (compliance of an old run, likelihood without probabilities)
             continue
-        est = stats.pooled_rate(values[kept].astype(float), cells.loc[kept, "question_id"].astype(str),
+        est = basics.pooled_rate(values[kept].astype(float), cells.loc[kept, "question_id"].astype(str),
                                 n_boot=n_boot, seed=seed)
         rows.append(_row(model, condition, metric, est, cells[kept]))
     return rows
 
 
-def _row(model: ModelCells, condition: str, metric: str, est: stats.Estimate,
+def _row(model: ModelCells, condition: str, metric: str, est: basics.Estimate,
          cells: pd.DataFrame) -> dict[str, object]:
     return {"model": model.label, "run_id": model.run_id, "condition": condition, "metric": metric,
             "value": est.value, "ci_low": est.ci_low, "ci_high": est.ci_high, "n_cells": len(cells),
@@ -81,7 +81,7 @@ def scorecard_table(models: Sequence[ModelCells], baseline: str, *, n_boot: int,
                                     suffixes=("_base", ""))
                 if len(paired):
                     same = (paired["category"] == paired["category_base"]).astype(float)
-                    est = stats.pooled_rate(same, paired["question_id"].astype(str), n_boot=n_boot, seed=seed)
+                    est = basics.pooled_rate(same, paired["question_id"].astype(str), n_boot=n_boot, seed=seed)
                     found.append(_row(model, condition, "consistency", est, paired))
             rows += sorted(found, key=lambda r: METRICS.index(str(r["metric"])))
     if not rows:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from prism.errors import PrismError
-from prism.stats import answer_categories
+from prism.stats.basics import answer_categories
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -370,7 +370,7 @@ def load_scored(path: Path) -> pd.DataFrame:
     """Read a run's ``scored.jsonl`` into the observed cells a comparison uses.
 
     Failed requests (``error`` set) are not observed responses and are dropped. ``category`` is the
-    answer with UNKNOWN as its own outcome (:func:`prism.stats.answer_categories`).
+    answer with UNKNOWN as its own outcome (:func:`prism.stats.basics.answer_categories`).
 
     Raises:
         CompareError: If a line is not JSON or a required column is missing.

@@ -4,7 +4,7 @@ Per model and shift measure, every axis (a condition family, or a grid's axis) g
 table (:mod:`prism.compare.noise`) with the largest excess over the model's own repetition noise, and the
 axes are ranked by it, largest first. Runs without repetitions have no excess: their axes are ranked by
 the largest between (the raw difference, noise included) and ``statistic`` says so. A step belongs to the
-axis whose steps (:meth:`prism.axes.Axis.steps`) it is; a run whose axes are unknown falls back to each
+axis whose steps (:meth:`prism.conditions.axes.Axis.steps`) it is; a run whose axes are unknown falls back to each
 condition's family, then to its condition set's name. A grid's cells where two axes move at once belong
 to no single axis and are left out (the clustered model, ``gee_wald.csv``, reads their interactions).
 """

@@ -1,7 +1,7 @@
 """The comparison tables: condition sensitivity, cross-model divergence, and the evidence behind them.
 
 Pure pandas over the observed cells of each compared run (:func:`prism.compare.select.load_scored`);
-the statistics are :mod:`prism.stats`. Every interval resamples questions with the same seed, so a
+the statistics are :mod:`prism.stats.basics`. Every interval resamples questions with the same seed, so a
 table is reproducible from its inputs, B and the seed.
 
 Pairing: within a model, a condition's cell pairs with the baseline's cell of the same question and
@@ -19,8 +19,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from prism import stats
-from prism.axes import Axis
+from prism.conditions.axes import Axis
+from prism.stats import basics
 
 SENSITIVITY_COLUMNS = ("model", "condition", "baseline", "accuracy", "delta_accuracy", "delta_ci_low",
                        "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high")
@@ -58,7 +58,7 @@ class ModelCells:
         axis: The run's condition set (``conditions.name``), the ``axis`` of the shifts table.
         dataset: The run's ``dataset.name``, a factor of the clustered model.
         families: Condition name -> condition family (may be empty), a factor of the clustered model.
-        axes: The run's axes (:mod:`prism.axes`; empty when its condition set could not be rebuilt): which
+        axes: The run's axes (:mod:`prism.conditions.axes`; empty when its condition set could not be rebuilt): which
             step each condition is tested by, and the profiles.
         grid: The crossed axes of a grid run (factors of the clustered model), ``()`` for a sweep.
         levels: Condition name -> axis -> value (every axis of ``axes``).
@@ -116,7 +116,7 @@ def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> p
             if not has_key(model):
                 rows.append((model.label, condition, len(cells), math.nan, math.nan, math.nan))
                 continue
-            est = stats.pooled_rate(cells["correct"], cells["question_id"], n_boot=n_boot, seed=seed)
+            est = basics.pooled_rate(cells["correct"], cells["question_id"], n_boot=n_boot, seed=seed)
             rows.append((model.label, condition, len(cells), est.value, est.ci_low, est.ci_high))
     return pd.DataFrame(rows, columns=list(ACCURACY_COLUMNS))
 
@@ -126,7 +126,7 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
 
     For a model and condition c, over the cells paired with the baseline's (same question and
     repetition): ``delta_accuracy`` = mean(correct_c - correct_baseline) with a paired bootstrap interval;
-    ``mcnemar_p`` the exact McNemar test on the discordant pairs (:func:`prism.stats.mcnemar_exact`),
+    ``mcnemar_p`` the exact McNemar test on the discordant pairs (:func:`prism.stats.basics.mcnemar_exact`),
     ``mcnemar_p_holm`` Holm-adjusted across the model's non-baseline conditions; ``flip_rate`` the share
     of paired cells whose answer differs from the baseline's (UNKNOWN an outcome of its own) with its
     interval. ``accuracy`` is over all of c's observed cells. The baseline's own row has delta and flip
@@ -153,13 +153,13 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
             own = cells[cells["condition"] == condition]
             paired = base.merge(own[["question_id", "repetition", "category", "correct"]],
                                 on=["question_id", "repetition"], suffixes=("_base", ""))
-            delta = stats.delta_accuracy(paired["correct_base"], paired["correct"], paired["question_id"],
+            delta = basics.delta_accuracy(paired["correct_base"], paired["correct"], paired["question_id"],
                                          n_boot=n_boot, seed=seed)
-            flip = stats.flip_rate(paired["category_base"], paired["category"], paired["question_id"],
+            flip = basics.flip_rate(paired["category_base"], paired["category"], paired["question_id"],
                                    n_boot=n_boot, seed=seed)
             p = math.nan  # the baseline is not tested against itself; nothing is tested without pairs
             if condition != baseline and len(paired):
-                p = stats.mcnemar_exact(*stats.discordant_counts(paired["correct_base"], paired["correct"]))
+                p = basics.mcnemar_exact(*basics.discordant_counts(paired["correct_base"], paired["correct"]))
             accuracy = float(own["correct"].mean()) if len(own) else math.nan
             rows.append({"model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
                          "delta_accuracy": delta.value, "delta_ci_low": delta.ci_low, "delta_ci_high": delta.ci_high,
@@ -169,7 +169,7 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
         if not has_key(model):
             # Without a key there is no accuracy to differ; the flip rate (answers alone) still holds.
             table[["accuracy", "delta_accuracy", "delta_ci_low", "delta_ci_high", "mcnemar_p"]] = math.nan
-        table["mcnemar_p_holm"] = stats.holm(table["mcnemar_p"].to_numpy(np.float64))
+        table["mcnemar_p_holm"] = basics.holm(table["mcnemar_p"].to_numpy(np.float64))
         table["_is_base"] = table["condition"] == baseline
         table["_effect"] = table["delta_accuracy"].abs().fillna(-1.0)
         table["_flip"] = table["flip_rate"].fillna(-1.0)
@@ -232,9 +232,9 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
     Over the paired cells: ``disagreement`` is the share whose answer categories differ (UNKNOWN an
     outcome of its own) with a bootstrap interval over questions; ``disagreement_answered`` the same share
     over the cells where both recovered an answer (no interval; empty when there is none); ``kappa`` is
-    Cohen's kappa over the answer categories (:func:`prism.stats.cohens_kappa`); the four counts split the
+    Cohen's kappa over the answer categories (:func:`prism.stats.basics.cohens_kappa`); the four counts split the
     cells by which side is correct. ``excess`` is the disagreement minus the mean of the two models' own
-    across-condition disagreement over the shared conditions (:func:`prism.stats.excess`), with its
+    across-condition disagreement over the shared conditions (:func:`prism.stats.basics.excess`), with its
     interval; it is undefined (empty) with fewer than two shared conditions.
 
     Args:
@@ -250,8 +250,8 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
     rows = []
     for a, b in (combinations(models, 2) if pairs is None else pairs):
         conditions = shared_conditions(a, b)
-        within_a = stats.within_pair_sums(a.cells[a.cells["condition"].isin(conditions)])
-        within_b = stats.within_pair_sums(b.cells[b.cells["condition"].isin(conditions)])
+        within_a = basics.within_pair_sums(a.cells[a.cells["condition"].isin(conditions)])
+        within_b = basics.within_pair_sums(b.cells[b.cells["condition"].isin(conditions)])
         paired = pair_cells(a, b, conditions)
         for condition in [*conditions, POOLED]:
             cells = paired if condition == POOLED else paired[paired["condition"] == condition]
@@ -263,17 +263,17 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
 def _divergence(cells: pd.DataFrame, within_a: pd.DataFrame, within_b: pd.DataFrame, *, n_boot: int,
                 seed: int) -> dict[str, float]:
     differ = cells["category_a"] != cells["category_b"]
-    dis = stats.disagreement(cells["category_a"], cells["category_b"], cells["question_id"], n_boot=n_boot, seed=seed)
+    dis = basics.disagreement(cells["category_a"], cells["category_b"], cells["question_id"], n_boot=n_boot, seed=seed)
     answered = cells["recovered_a"] & cells["recovered_b"]
     per_cell = pd.DataFrame({"question_id": cells["question_id"], "differ": differ.astype(np.float64)})
     by_question = per_cell.groupby("question_id", sort=False)["differ"]
     between = pd.DataFrame({"differ": by_question.sum(), "cells": by_question.size()})
-    exc = stats.excess(between, within_a, within_b, n_boot=n_boot, seed=seed)
+    exc = basics.excess(between, within_a, within_b, n_boot=n_boot, seed=seed)
     ca, cb = cells["correct_a"].astype(bool), cells["correct_b"].astype(bool)
     return {
         "disagreement": dis.value, "disagreement_ci_low": dis.ci_low, "disagreement_ci_high": dis.ci_high,
         "disagreement_answered": float(differ[answered].mean()) if answered.any() else math.nan,
-        "kappa": stats.cohens_kappa(cells["category_a"], cells["category_b"]),
+        "kappa": basics.cohens_kappa(cells["category_a"], cells["category_b"]),
         "both_correct": int((ca & cb).sum()), "only_a": int((ca & ~cb).sum()), "only_b": int((~ca & cb).sum()),
         "both_wrong": int((~ca & ~cb).sum()),
         "excess": exc.value, "excess_ci_low": exc.ci_low, "excess_ci_high": exc.ci_high,
@@ -291,8 +291,8 @@ def condition_disagreement_table(models: Sequence[ModelCells], *, n_boot: int, s
     """
     rows = []
     for model in models:
-        sums = stats.within_pair_sums(model.cells)
-        est = stats.ratio_estimate(sums["differ"], sums["pairs"], n_boot=n_boot, seed=seed)
+        sums = basics.within_pair_sums(model.cells)
+        est = basics.ratio_estimate(sums["differ"], sums["pairs"], n_boot=n_boot, seed=seed)
         rows.append((model.label, est.value, est.ci_low, est.ci_high, int((sums["pairs"] > 0).sum())))
     return pd.DataFrame(rows, columns=list(CONDITION_DISAGREEMENT_COLUMNS))
 

@@ -18,8 +18,8 @@ from prism.compare.groups import coverage_lines
 from prism.compare.readouts_text import format_readouts, render_table
 from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, keyless_labels, pairing_note
-from prism.metrics import NO_KEY
-from prism.stats import SIGNIFICANCE
+from prism.results.metrics import NO_KEY
+from prism.stats.basics import SIGNIFICANCE
 
 # How many rows of the differences table the terminal shows (the CSV has them all).
 TOP_DIFFERENCES = 8
@@ -250,7 +250,7 @@ def format_comparison(result: ComparisonResult) -> str:
                       "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
                       "where the measure shifts:", format_profile(tables["profile"])]
     if "roles" in tables and len(tables["roles"]):
-        from prism.compare.roles import roles_note
+        from prism.compare.role_tables import roles_note
 
         parts += ["", "Roles (comparison/roles.csv): causal when a step moves the correct answer of some question, "
                       "invariant otherwise;\nexpected = causal and shifted, missed = causal, no shift, spurious = "
@@ -258,7 +258,7 @@ def format_comparison(result: ComparisonResult) -> str:
                       "answers that are its new correct option. " + roles_note(tables["roles"]),
                   format_roles(tables["roles"])]
     if "readings" in tables and len(tables["readings"]):
-        from prism.compare.likelihood import format_readings
+        from prism.compare.label_prob_tables import format_readings
 
         parts += ["", "Two readings (runs with generation.label_probs=true): parsed accuracy beside the accuracy of "
                       "the likeliest first token's option,\nagreement of the two where both exist, label mass, mean TV "

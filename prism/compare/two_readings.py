@@ -8,7 +8,7 @@ they part, each with its raw response. Items without an answer key have no accur
 (:data:`prism.formatting.NO_KEY`), as in every other table.
 
 The report takes its rows from compare's ``readings`` and ``reading_disagreements`` tables
-(:mod:`prism.compare.likelihood`); the site takes them from each run's logged per-condition metrics and
+(:mod:`prism.compare.label_prob_tables`); the site takes them from each run's logged per-condition metrics and
 its scored records, so each number on the site is the MLflow metric it names (``data-run``,
 ``data-metric``). Plain values only; ``prism/templates/sections/two_readings.j2`` turns them into markup.
 """
@@ -94,7 +94,7 @@ def report_rows(readings: pd.DataFrame) -> list[ReadingRow]:
     """The report's rows, from compare's ``readings`` table.
 
     That table leaves a model's parsed accuracy NaN only where it has no answer key or no observed cell
-    (:func:`prism.compare.likelihood.readings_table`), so observed cells without an accuracy mean no key.
+    (:func:`prism.compare.label_prob_tables.readings_table`), so observed cells without an accuracy mean no key.
     """
     rows = []
     for r in readings.to_dict("records"):
@@ -123,8 +123,8 @@ def parted(rows: Sequence[Mapping[Any, Any]], questions: Mapping[str, Mapping[st
     """The first ``limit`` parted cells, the likeliest-first reading furthest from the parsed one first.
 
     Args:
-        rows: Rows of :data:`prism.compare.likelihood.DISAGREEMENT_COLUMNS` (the CSV's, or
-            :func:`prism.compare.likelihood.parted_cells`' for one run).
+        rows: Rows of :data:`prism.compare.label_prob_tables.DISAGREEMENT_COLUMNS` (the CSV's, or
+            :func:`prism.compare.label_prob_tables.parted_cells`' for one run).
         questions: Frozen questions by id, for the stem and options.
         limit: How many to list.
     """

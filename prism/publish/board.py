@@ -1,7 +1,7 @@
 """The site's numbers: leaderboard values with bootstrap intervals, comparability markers, sort orders, heatmaps.
 
 Every value shown is the run's logged MLflow metric; its 95% interval is a percentile bootstrap over
-questions drawn as ``prism.compare`` draws it (:mod:`prism.stats`, the same B and seed): the cell-level
+questions drawn as ``prism.compare`` draws it (:mod:`prism.stats.basics`, the same B and seed): the cell-level
 rates (accuracy, recovery, compliance) over the run's observed scored records, the question-level ones
 over its ``results/question_metrics.csv`` (each question first averaged over its repetitions, as the
 metrics are). Pure functions over :class:`~prism.compare.evidence.RunEvidence`, no I/O.
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prism import stats
 from prism.compare.evidence import RunEvidence
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import COMPARABILITY, canonical_value
 from prism.publish.runs import Cell, cell_of
-from prism.stats import Estimate
+from prism.stats import basics
+from prism.stats.basics import Estimate
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def intervals(item: RunEvidence, n_boot: int, seed: int) -> dict[str, Estimate]:
         observed = scored[scored["error"].isna()] if "error" in scored else scored
         for metric, flag in _CELL_FLAGS.items():
             if flag in observed and observed[flag].notna().all():
-                found[metric] = stats.pooled_rate(observed[flag].astype(float), observed["question_id"].astype(str),
+                found[metric] = basics.pooled_rate(observed[flag].astype(float), observed["question_id"].astype(str),
                                                   n_boot=n_boot, seed=seed)
     frame = item.question_metrics
     if frame is not None and not frame.empty:
@@ -89,8 +89,8 @@ def intervals(item: RunEvidence, n_boot: int, seed: int) -> dict[str, Estimate]:
             agreement=("agreement", "mean"),
             unanimous=("unanimous", lambda v: v.astype(str).str.lower().eq("true").mean()))
         sensitivity = (1.0 - per_question["agreement"]).dropna()
-        found["mean_prompt_sensitivity"] = stats.pooled_rate(sensitivity, sensitivity.index, n_boot=n_boot, seed=seed)
-        found["answer_unanimous_rate"] = stats.pooled_rate(per_question["unanimous"], per_question.index,
+        found["mean_prompt_sensitivity"] = basics.pooled_rate(sensitivity, sensitivity.index, n_boot=n_boot, seed=seed)
+        found["answer_unanimous_rate"] = basics.pooled_rate(per_question["unanimous"], per_question.index,
                                                            n_boot=n_boot, seed=seed)
     return found
 
@@ -337,7 +337,7 @@ def per_condition(item: RunEvidence) -> list[dict[str, float | str]]:
                 if name.startswith("consistency/") and name.count("/") == 2}
     for condition in item.run.conditions:
         family, consistency = variants.get(condition, ("", math.nan))
-        # A run logs causal/<condition> only for a condition whose step moved the key (prism.roles).
+        # A run logs causal/<condition> only for a condition whose step moved the key (prism.results.roles).
         role = "causal" if f"causal/{condition}" in item.metrics else "invariant"
         row: dict[str, float | str] = {"condition": condition, "family": family, "consistency": consistency,
                                        "role": role}

@@ -74,7 +74,7 @@ def publish(cfg: PublishConfig) -> Site:
     from prism.publish.comparisons import comparison_runs, read_comparisons
     from prism.publish.runs import read_runs, select_runs
     from prism.publish.trace import read_prompts
-    from prism.tracking import resolve_tracking_uri
+    from prism.run.tracking import resolve_tracking_uri
 
     if cfg.bootstrap < 1:
         raise CompareError(f"bootstrap must be at least 1, got {cfg.bootstrap}")
@@ -218,7 +218,7 @@ def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
     The rows are the run's logged per-condition metrics; the parted cells come from its scored records.
     """
     from prism.compare import two_readings
-    from prism.compare.likelihood import parted_cells
+    from prism.compare.label_prob_tables import parted_cells
 
     if not two_readings.has_two_readings(item.metrics):
         return None

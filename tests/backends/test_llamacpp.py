@@ -115,7 +115,7 @@ def embedded():
 def test_label_probs_of_real_prompts_equal_llama_cpp_pythons_own_logprobs(embedded) -> None:
     from llama_cpp import Llama
 
-    from prism.likelihood import reading_from_top
+    from prism.label_probs import reading_from_top
 
     # llama-cpp-python's own route to log-probabilities: logits kept for every position, top 20 of the first.
     reference = Llama(model_path=str(embedded._path), n_ctx=2048, n_threads=1, logits_all=True, verbose=False)
@@ -150,7 +150,7 @@ def test_label_probs_of_real_prompts_equal_llama_cpp_pythons_own_logprobs(embedd
 
 @pytest.mark.model
 def test_labels_must_be_single_tokens_of_the_vocabulary(embedded) -> None:
-    from prism.likelihood import LabelProbsError
+    from prism.label_probs import LabelProbsError
 
     embedded.check_label_probs({"roman": ("i", "ii", "iii", "iv"), "symbols": ("@", "#", "&", "%")})
     with pytest.raises(LabelProbsError, match=r"label '10' of condition 'ten'.*several tokens"):

@@ -30,7 +30,7 @@ from prism.backends.ollama import (
     resolve_host,
 )
 from prism.config import OllamaModelConfig
-from prism.pipeline import run
+from prism.run.pipeline import run
 from prism.types import GenerationParams, Prompt
 
 from .ollama_server import LLAMA3_DIGEST, Behaviour, OllamaStub
@@ -465,7 +465,7 @@ def test_a_changed_digest_is_a_loud_warning_and_nothing_is_mixed(overrides, work
     with OllamaStub() as stub:
         run(compose_config(overrides(stub)), output_dir=workdir / "before")
         stub.behaviour.models = {"llama3:latest": OTHER_DIGEST}  # `ollama pull llama3` fetched new weights
-        with caplog.at_level(logging.WARNING, logger="prism.pipeline"):
+        with caplog.at_level(logging.WARNING, logger="prism.run.pipeline"):
             after = run(compose_config(overrides(stub)), output_dir=workdir / "after")
     warning = next(r.getMessage() for r in caplog.records if "MODEL DIGEST CHANGED" in r.getMessage())
     assert OTHER_DIGEST in warning and LLAMA3_DIGEST in warning

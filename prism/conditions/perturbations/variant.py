@@ -1,0 +1,165 @@
+"""A variant: one frozen question as it will be shown, field by field, and its rendering to a prompt.
+
+A :class:`Variant` holds everything a perturbation step may change, split into the attributes a step
+declares (:data:`ATTRIBUTE_FIELDS`): the instruction, the stem's spelling, the option order, the label
+set (with the output requirement that names it) and the surface format. Rendering is literal: dataset
+text is substituted as-is and never scanned for fields, exactly as in ``prism.conditions``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from prism.errors import PrismError
+from prism.types import Prompt, Question
+
+Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer"]
+
+# Which Variant fields each attribute covers. A step may change only the fields of the attributes it
+# declares; ``question_id`` belongs to none, so no step may ever change it.
+ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
+    "instruction": ("instruction",),
+    "stem": ("stem",),
+    "order": ("options", "canonical"),
+    "labels": ("labels", "closing"),
+    "format": ("format",),
+    # The option set itself and the key that follows it: a step that removes the correct option and adds
+    # another (prism.conditions.perturbations.missing) changes which option is correct, so it declares this one.
+    "answer": ("options", "canonical", "key", "added"),
+}
+
+LAYOUT_FIELDS = ("question", "options", "closing")
+OPTION_FIELDS = ("label", "text")
+
+
+class PerturbationError(PrismError, ValueError):
+    """A variant failed its check; the run stops before any model sees it."""
+
+
+class SpecError(PrismError, ValueError):
+    """A perturbation step or format cannot be built as configured."""
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """Substitute ``{name}`` fields of ``values`` literally; substituted text is never rescanned."""
+    pattern = re.compile(r"\{(" + "|".join(re.escape(name) for name in values) + r")\}")
+    return pattern.sub(lambda match: values[match.group(1)], template)
+
+
+@dataclass(frozen=True)
+class Format:
+    """The surface format of a prompt: where the fields go and how an option line looks.
+
+    Attributes:
+        layout: Body text with ``{question}``, ``{options}`` and ``{closing}`` exactly once each, ending
+            with ``{closing}``.
+        option: One option line with ``{label}`` and ``{text}`` exactly once each.
+        option_separator: What joins the option lines.
+        paragraph: What separates an instruction, when there is one, from the body.
+    """
+
+    layout: str
+    option: str = "{label}. {text}"
+    option_separator: str = "\n"
+    paragraph: str = "\n\n"
+
+    def problems(self) -> list[str]:
+        """Say what makes this format unusable (empty when it is fine)."""
+        found = []
+        for template, names in ((self.layout, LAYOUT_FIELDS), (self.option, OPTION_FIELDS)):
+            for name in names:
+                count = template.count("{" + name + "}")
+                if count != 1:
+                    found.append(f"{{{name}}} must appear exactly once in {template!r} (found {count})")
+        if not self.layout.rstrip().endswith("{closing}"):
+            found.append(f"the layout {self.layout!r} must end with {{closing}}")
+        return found
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One question as it will be displayed.
+
+    Attributes:
+        question_id: Id of the frozen question (no step may change it).
+        instruction: Instruction paragraph before the body; empty for none.
+        stem: The question stem as displayed.
+        options: Option texts in display order.
+        canonical: For each display position, the canonical label of the option a step claims is there.
+        labels: Labels as displayed, one per position.
+        closing: The output requirement the prompt ends with, naming the kind of label.
+        format: The surface format.
+        key: The canonical label of the correct option as this variant shows it (the question's own key
+            unless a step of attribute ``answer`` moved it), or None for an item without a key. Steps read it
+            to build the prompt; it never reaches the prompt or the parser, only scoring.
+        added: (canonical label, text) of every option a step added; their labels come after the question's.
+    """
+
+    question_id: str
+    instruction: str
+    stem: str
+    options: tuple[str, ...]
+    canonical: tuple[str, ...]
+    labels: tuple[str, ...]
+    closing: str
+    format: Format
+    key: str | None = None
+    added: tuple[tuple[str, str], ...] = ()
+
+    def changed_fields(self, other: Variant) -> set[str]:
+        """Names of the fields whose values differ between this variant and ``other``."""
+        names = ("question_id", "instruction", "stem", "options", "canonical", "labels", "closing", "format", "key",
+                 "added")
+        return {name for name in names if getattr(self, name) != getattr(other, name)}
+
+
+def base_variant(question: Question, layout: Format, closing: str) -> Variant:
+    """The unperturbed rendering: frozen order, canonical labels, no instruction."""
+    return Variant(
+        question_id=question.question_id,
+        instruction="",
+        stem=question.question.strip(),
+        options=question.options,
+        canonical=question.labels,
+        labels=question.labels,
+        closing=closing,
+        format=layout,
+        key=question.answer,
+    )
+
+
+def option_lines(variant: Variant) -> list[str]:
+    """The option lines in display order, exactly as rendered."""
+    return [
+        fill(variant.format.option, {"label": label, "text": text})
+        for label, text in zip(variant.labels, variant.options, strict=True)
+    ]
+
+
+def render_text(variant: Variant) -> str:
+    """The prompt text: the instruction paragraph (if any), then the filled layout."""
+    body = fill(
+        variant.format.layout,
+        {
+            "question": variant.stem,
+            "options": variant.format.option_separator.join(option_lines(variant)),
+            "closing": variant.closing,
+        },
+    )
+    return f"{variant.instruction}{variant.format.paragraph}{body}" if variant.instruction else body
+
+
+def to_prompt(variant: Variant, condition: str, template_version: str) -> Prompt:
+    """The prompt a model sees for ``variant``, with the displayed -> canonical label map."""
+    return Prompt(
+        question_id=variant.question_id,
+        condition=condition,
+        text=render_text(variant),
+        displayed_labels=variant.labels,
+        canonical_labels=variant.canonical,
+        displayed_options=variant.options,
+        template_version=template_version,
+    )

@@ -1,0 +1,445 @@
+"""``run(cfg)``: one PRISM experiment from a composed config to a finished MLflow run.
+
+questions -> conditions -> prompts -> backend -> store -> parse -> score -> metrics -> tracking.
+No Hydra import below the entry point: tests call :func:`run` on a composed config turned into its schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prism import __version__
+from prism.backends.base import Backend, Request, create_backend, require_label_probs
+from prism.conditions import (
+    ConditionSet,
+    check_option_counts,
+    condition_set_from_config,
+    render_all,
+    reordering_conditions,
+)
+from prism.config import GenerationConfig, PrismConfig, as_plain
+from prism.errors import ConfigError
+from prism.parsing import PARSER_VERSION
+from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.results.scoring import SCORER_VERSION
+from prism.results.summary import score_records, write_results
+from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
+from prism.run.inference import ask_each, keyed_settings
+from prism.run.lock import experiment_lock
+from prism.run.offline import RecordingTracker
+from prism.run.store import CompletionStore, ResponseLog
+from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
+from prism.run.writable import check_writable_dirs
+from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
+
+log = logging.getLogger(__name__)
+
+# Config keys that are not run parameters: templates go to prompts/ artifacts, paths are per-machine.
+# The perturbation sets' data (steps, formats, label sets, texts, word lists) goes there too;
+# conditions.seed stays a param.
+_UNLOGGED_PARAMS: tuple[str, ...] = (
+    "defaults", "output_dir", "conditions.conditions", "dataset.cache_dir",
+    *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
+                                      "synonyms", "protected_words")),
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run produced."""
+
+    run_id: str
+    tracking_uri: str
+    experiment_id: str
+    metrics: dict[str, float]
+    output_dir: Path
+    n_cached: int
+    n_fresh: int
+
+
+def repetition_seed(seed: int, repetition: int) -> int:
+    """Seed of one repetition: the run seed itself for repetition 0, else derived from both by hashing."""
+    if repetition == 0:
+        return seed
+    return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
+
+
+def check_generation(generation: GenerationConfig) -> None:
+    """Refuse generation values that Hydra's types allow but no backend can honour as meant.
+
+    A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
+    full" and a negative seed as "pick a random one", which would quietly change what is measured.
+
+    Raises:
+        ConfigError: Naming the key, the value and the accepted range.
+    """
+    rules: list[tuple[str, Any, str]] = [
+        ("repetitions", lambda v: v >= 1, "a whole number >= 1"),
+        ("max_tokens", lambda v: v >= 1, "a whole number >= 1"),
+        ("temperature", lambda v: 0 <= v < float("inf"), "a number >= 0 (0 is greedy decoding)"),
+        ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
+        ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
+        ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
+    ]
+    for key, valid, accepted in rules:
+        value = getattr(generation, key)
+        if not valid(value):
+            raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
+                              f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
+
+
+def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
+    """The generation parameters of each repetition, in repetition order."""
+    return [
+        GenerationParams(
+            temperature=float(generation.temperature),
+            max_tokens=generation.max_tokens,
+            seed=repetition_seed(generation.seed, repetition),
+            top_p=generation.top_p,
+            top_k=generation.top_k,
+            label_probs=generation.label_probs,
+        )
+        for repetition in range(generation.repetitions)
+    ]
+
+
+def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
+                   generation: GenerationConfig) -> list[Request]:
+    """Every (condition, question, repetition) cell, condition-major (see ``render_all``), as a list.
+
+    A run makes the same cells one at a time instead (:class:`prism.run.cells.CellGrid`).
+    """
+    prompts = render_all(frozen.questions, condition_set)
+    return [Request(prompt=p, params=params, repetition=repetition)
+            for repetition, params in enumerate(repetition_params(generation)) for p in prompts]
+
+
+def label_sets(requests: Iterable[Request] | Iterable[Prompt]) -> dict[str, tuple[str, ...]]:
+    """Condition name -> every label its prompts display (in first-seen order), for the label_probs check."""
+    found: dict[str, dict[str, None]] = {}
+    for item in requests:
+        prompt = item.prompt if isinstance(item, Request) else item
+        found.setdefault(prompt.condition, {}).update(dict.fromkeys(prompt.displayed_labels))
+    return {condition: tuple(labels) for condition, labels in found.items()}
+
+
+def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
+    """The flattened resolved config as MLflow params, plus every version that can change results."""
+    from prism.run.tracking import flatten
+
+    params = {
+        k: v for k, v in flatten(as_plain(cfg)).items()
+        if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
+    }
+    params.update(
+        {
+            "conditions.names": ",".join(condition_set.names),
+            "conditions.template_version": condition_set.template_version,
+            "parser_version": PARSER_VERSION,
+            "scorer_version": SCORER_VERSION,
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
+    return params
+
+
+def default_output_dir() -> Path:
+    """``outputs/<date>/<time>`` under the launch directory, like Hydra's own layout."""
+    return Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
+
+
+def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_set: ConditionSet) -> None:
+    """Write the resolved config, frozen questions and templates that the run's artifacts are made of."""
+    plain = as_plain(cfg)
+    (out / "config").mkdir(parents=True, exist_ok=True)
+    hydra_dir = out / ".hydra"
+    if hydra_dir.is_dir():  # Hydra's own config.yaml, overrides.yaml and hydra.yaml
+        for name in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+            if (hydra_dir / name).is_file():
+                shutil.copy(hydra_dir / name, out / "config" / name)
+    (out / "config" / "resolved.yaml").write_text(yaml.safe_dump(plain, sort_keys=False), encoding="utf-8")
+    (out / "questions").mkdir(exist_ok=True)
+    shutil.copy(frozen.path, out / "questions" / "frozen.jsonl")
+    (out / "prompts").mkdir(exist_ok=True)
+    # The condition set as configured: templates, or the steps and the data they name.
+    templates = {k: v for k, v in plain["conditions"].items() if v not in (None, {}, [])}
+    # The set's name is config text: safe_filename keeps conditions.name=../x from writing outside prompts/.
+    (out / "prompts" / f"{safe_filename(condition_set.name)}.yaml").write_text(
+        yaml.safe_dump(templates, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
+
+
+def run(
+    cfg: PrismConfig,
+    output_dir: str | Path | None = None,
+    sweep_dir: str | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Run one experiment and record it as one MLflow run.
+
+    Args:
+        cfg: The experiment (the composed config as :class:`PrismConfig`, see ``prism.config.to_schema``).
+        output_dir: Where the run's files go; defaults to ``cfg.output_dir`` or ``outputs/<time>``.
+        sweep_dir: The multirun sweep directory when this run is one job of a sweep (tagged
+            ``prism.sweep`` so the MLflow UI selects a sweep's runs together).
+        extra_tags: Tags set last, e.g. ``prism.kind=reproduction`` and ``prism.reproduces`` for a
+            reproduction.
+
+    Returns:
+        The finished run's id and metrics.
+
+    Raises:
+        PrismError: For any input, file or service that cannot be used; the MLflow run, if started,
+            is marked FAILED with what was collected so far. If MLflow itself fails mid-run, inference
+            still finishes and a TrackingError says how to upload the kept results.
+    """
+    out = Path(output_dir or cfg.output_dir or default_output_dir())
+    check_writable_dirs(cfg, out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = prepare(cfg, out)
+    with ExitStack() as resources:
+        resources.callback(plan.backend.close)
+        store = None
+        if cfg.store.enabled:
+            store = resources.enter_context(closing(CompletionStore(cfg.store.path, cfg.store.sync_interval_s)))
+            resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
+        tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
+        run_id = plan.tracker.start(plan.run_name, tags)
+        with _failing_run(plan.tracker, out):
+            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s)
+    with _failing_run(plan.tracker, out):
+        # One record at a time, from the file just written, in scored order: nothing per cell is held.
+        records = records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets)
+        prompts = {(p.question_id, p.condition): p for p in plan.cells.prompts}
+        scored = score_records(records, plan.frozen, plan.condition_set, prompts)
+        metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
+        plan.tracker.log_metrics(metrics)
+        for sub in ("config", "questions", "prompts", "responses", "results"):
+            for path in sorted((out / sub).glob("*")):
+                plan.tracker.log_artifact(path, sub)
+    plan.tracker.end("FINISHED")
+    if plan.tracker.offline:
+        raise TrackingError(
+            f"MLflow failed during the run ({plan.tracker.failure}). Inference finished and nothing is lost: the "
+            f"responses, results and a manifest of every tracking call are in {out}. When the tracking store "
+            f"is back, upload them with: python -m prism.upload {out}"
+        )
+    return RunResult(run_id, plan.tracker.uri, plan.tracker.experiment_id, metrics, out,
+                     n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
+
+
+def check_model_name(name: str) -> None:
+    """Refuse a model name with a path segment ``.`` or ``..``, or a control character, before any inference.
+
+    The name becomes metric names (``sensitivity/<model>/...``), run names and tags; a slash is kept, since
+    served ids are often ``org/model`` (vLLM, ``hf.co/...`` Ollama tags), and any file named after a model
+    goes through :func:`prism.types.safe_filename`. An empty name is left to the backend, which says what
+    it needs.
+
+    Raises:
+        ConfigError: Naming the value and what is allowed.
+    """
+    if not name:
+        return
+    if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such a "
+                          "path segment, or hold control characters. Set model.name=NAME to the model's tag or "
+                          "served id (e.g. llama3:8b or org/model).")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run needs before its MLflow run starts: checked inputs, the model, the cells."""
+
+    condition_set: ConditionSet
+    frozen: FrozenSet
+    backend: Backend
+    identity: ModelIdentity
+    cells: CellGrid
+    tracker: RecordingTracker
+    params: dict[str, str]
+    experiment_sha256: str
+    run_name: str
+
+
+def prepare(cfg: PrismConfig, out: Path) -> Plan:
+    """Check every input and connect to the model and MLflow; nothing is asked yet.
+
+    The backend comes first, so a wrong model path or name is reported before any data is loaded; an
+    unreachable tracking store stops the run here, before any inference.
+    """
+    check_generation(cfg.generation)
+    check_model_name(cfg.model.name or "")
+    if not 0 <= cfg.store.sync_interval_s < float("inf"):
+        raise ConfigError(f"store.sync_interval_s={cfg.store.sync_interval_s!r} cannot be used: it must be a number "
+                          ">= 0 (0 fsyncs every completion; N fsyncs at most N seconds after one). Set it with "
+                          "store.sync_interval_s=VALUE.")
+    # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
+    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+    reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
+    if reordered:
+        log.warning("dataset %s is an ordered scale (dataset.ordinal=true): conditions %s show its options out of "
+                    "their order, so their answers also measure the effect of a broken scale", cfg.dataset.name,
+                    ", ".join(reordered))
+    backend: Backend = create_backend(cfg.model)
+    try:
+        frozen = freeze_dataset(cfg.dataset)
+        report_dropped(frozen)
+        check_option_counts(condition_set, frozen.questions)
+        identity = backend.identity()
+        prompts = render_all(frozen.questions, condition_set)
+        if cfg.generation.label_probs:
+            require_label_probs(backend, cfg.model.backend, label_sets(prompts))
+        cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
+                         condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
+        write_run_inputs(out, cfg, frozen, condition_set)
+        tracker = RecordingTracker(
+            MlflowTracker(
+                resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server),
+                cfg.tracking.experiment,
+            ),
+            out,
+        )
+    except BaseException:
+        backend.close()  # nothing was asked yet; release the model or connections before reporting
+        raise
+    params = run_params(cfg, condition_set)
+    return Plan(
+        condition_set=condition_set, frozen=frozen, backend=backend, identity=identity, cells=cells,
+        tracker=tracker, params=params,
+        experiment_sha256=hashlib.sha256(canonical_json(params).encode()).hexdigest(),
+        run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.seed}",
+    )
+
+
+def report_dropped(frozen: FrozenSet) -> None:
+    """Say how many source questions were left out of the pool and why (bad data is an error before this).
+
+    Counts per reason are also tagged on the run (``prism.dropped.<reason>``, see :func:`run_tags`).
+    """
+    dropped = {reason: count for reason, count in frozen.dropped.items() if count}
+    if not dropped:
+        return
+    log.info("%d question(s) of %s/%s left out of the pool the sample is drawn from (%d eligible): %s",
+              sum(dropped.values()), frozen.dataset, frozen.split, frozen.pool_size,
+             "; ".join(f"{count} {DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
+
+
+def run_tags(plan: Plan, out: Path) -> dict[str, str]:
+    """The run tags of docs/architecture.md: identity, versions, experiment hash, output dir, model details."""
+    commit, dirty = git_state(Path(__file__).resolve().parent)
+    return {
+        "prism.kind": "run",
+        "prism.model_digest": plan.identity.digest,
+        "prism.question_set_sha256": plan.frozen.sha256,
+        "prism.dataset_version": plan.frozen.dataset_version,
+        "prism.git_commit": commit,
+        "prism.git_dirty": str(dirty).lower(),
+        "prism.version": __version__,
+        "prism.config_sha256": plan.experiment_sha256,
+        "prism.output_dir": str(out.resolve()),
+        **{f"prism.model.{k}": v for k, v in plan.identity.details.items()},
+        **{f"prism.dropped.{reason}": str(count) for reason, count in plan.frozen.dropped.items()},
+    }
+
+
+def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
+        sync_interval_s: float = 0.0) -> tuple[RecordOffsets, int]:
+    """Log the run's inputs, reuse stored cells, ask the model for the rest.
+
+    Returns:
+        Where each cell's raw record starts in ``responses.jsonl``, and how many cells were asked.
+    """
+    from tqdm import tqdm
+
+    tracker, frozen, identity, grid = plan.tracker, plan.frozen, plan.identity, plan.cells
+    tracker.log_params(plan.params)
+    _warn_on_digest_change(tracker, identity, run_id)
+    tracker.log_question_set([q.to_dict() for q in frozen.questions],
+                             name=f"{frozen.dataset}-{frozen.split}-n{frozen.n}", digest=frozen.sha256,
+                             source=str(frozen.path.resolve()))
+    offsets = RecordOffsets(len(grid))
+    producers: set[str] = set()
+    with closing(ResponseLog(out / "responses" / "responses.jsonl", sync_interval_s)) as response_log:
+        missing = reuse_stored(grid, store, response_log, offsets, producers.add)
+        _tag_resumed(tracker, producers, run_id)
+        log.info("%d of %d cells from the store; asking %s for %d", len(grid) - len(missing), len(grid),
+                 identity.name, len(missing))
+        with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
+                  disable=not missing) as bar:
+            for record in ask_each(plan.backend, identity, (grid.cell(i) for i in missing), response_log, store,
+                                   run_id):
+                offsets.note(grid.index(record.cell), response_log.last_offset)
+                bar.update()
+    return offsets, len(missing)
+
+
+@contextmanager
+def _failing_run(tracker: RecordingTracker, out: Path) -> Iterator[None]:
+    """On any error, upload what was collected and mark the MLflow run FAILED, then re-raise."""
+    try:
+        yield
+    except BaseException:
+        _log_partial(tracker, out)
+        tracker.end("FAILED")
+        raise
+
+
+def _tag_resumed(tracker: Any, reused_from: set[str], run_id: str) -> None:
+    """Tag ``prism.resumed_from`` with the killed or failed runs whose stored cells this run reuses."""
+    producers = {r for r in reused_from if r != run_id}
+    if not producers:
+        return
+    unfinished = sorted(r for r, status in tracker.statuses(sorted(producers)).items()
+                        if status in ("RUNNING", "FAILED", "KILLED"))
+    if unfinished:
+        tracker.set_tags({"prism.resumed_from": ",".join(unfinished)})
+
+
+def _log_partial(tracker: Any, out: Path) -> None:
+    """Upload whatever the failed run collected; a failure here must not hide the original error."""
+    for sub in ("config", "questions", "prompts", "responses"):
+        for path in sorted((out / sub).glob("*")):
+            try:
+                tracker.log_artifact(path, sub)
+            except Exception as exc:  # the tracking store itself may be what failed
+                log.warning("could not upload %s to MLflow (%s); it is kept at %s", path.name, exc, path)
+
+
+def _warn_on_digest_change(tracker: Any, identity: ModelIdentity, run_id: str) -> None:
+    """Warn loudly when earlier runs of this model name and backend recorded other weights.
+
+    A tag such as Ollama's ``llama3`` can be re-pulled onto new weights between a run and its resume or
+    reproduction. Completions of two digests never mix in one run (the store key includes the digest, so
+    nothing stored under the old one is reused); this says so, names both digests, and tags the run
+    ``prism.model_digest_changed_from``. A tracking store that cannot be searched skips the check.
+    """
+    try:
+        earlier = tracker.earlier_digests({"model.name": identity.name, "model.backend": identity.backend},
+                                          exclude_run_id=run_id)
+    except Exception as exc:  # a warning must never be what fails a run
+        log.warning("could not compare the model digest with earlier runs (%s)", exc)
+        return
+    others = {digest: runs for digest, runs in earlier.items() if digest != identity.digest}
+    if not others:
+        return
+    before = "; ".join(f"{digest} (runs {', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})"
+                       for digest, runs in others.items())
+    log.warning(
+        "MODEL DIGEST CHANGED: %s (%s) now answers with digest %s, but earlier runs in this experiment "
+        "recorded %s. The name points at different weights than before. Completions are never mixed: this "
+        "run reuses nothing stored under the earlier digest and its results may differ from those runs. To "
+        "reproduce them, serve the weights with the earlier digest.",
+        identity.name, identity.backend, identity.digest, before,
+    )
+    tracker.set_tags({"prism.model_digest_changed_from": ",".join(others)})
