@@ -107,7 +107,8 @@ def stub_for(name: str, delay_s: float) -> Any:
 
 def backend_for(name: str, stub: Any, concurrency: int) -> Any:
     """A fresh backend of ``name`` pointed at the started ``stub``, keeping ``concurrency`` requests in flight."""
-    from prism.config import OllamaModelConfig, OpenAIModelConfig
+    from prism.backends.ollama import OllamaModelConfig
+    from prism.backends.openai_compat import OpenAIModelConfig
 
     if name == "ollama":
         from prism.backends.ollama import OllamaBackend

@@ -68,8 +68,7 @@ def bench_overrides(ctx: Context, name: str, n_questions: int, store: bool) -> l
 
 def prepare(ctx: Context, name: str, n_questions: int, store: bool) -> Embedded:
     """Freeze the questions, write the requests, warm MLflow and the model file; return the inputs."""
-    from prism.backends.llamacpp import resolve_model_path
-    from prism.config import LlamaCppModelConfig
+    from prism.backends.llamacpp import LlamaCppModelConfig, resolve_model_path
 
     workdir = ctx.workdir / name
     overrides = bench_overrides(ctx, name, n_questions, store)

@@ -25,7 +25,7 @@ def _composed(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from prism.config import register_configs
+    from prism.conf import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):

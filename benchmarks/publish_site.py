@@ -11,8 +11,9 @@ Setup (reported apart, not timed): the first model's 6 runs are made by ``python
 backend (two multiruns). A run through the whole pipeline costs tens of seconds on a loaded 2-core machine,
 so the other 294 are logged from those 6: the same params and tags (model name and replay path changed),
 the same ``config/``, ``questions/`` and ``prompts/`` artifacts, and ``results/`` written by PRISM's own
-parser, scorer and metrics (:func:`prism.results.summary.score_all`, :func:`prism.results.summary.write_results`) from each
-model's synthetic answers. They lack ``responses/``, which the site does not read.
+parser, scorer and metrics (:func:`prism.results.summary.score_all`,
+:func:`prism.results.summary.write_results`) from each model's synthetic answers. They lack ``responses/``,
+which the site does not read.
 
 Then the real command, each build in its own child process, over the runs of the first 12, 25 and 50
 models (72, 150 and 300 runs; ``filters.models``): wall time, peak resident memory, pages and bytes

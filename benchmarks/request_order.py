@@ -162,8 +162,7 @@ def timed_run(setting: Setting, order: str, index: int, requests: Sequence[Any],
         RuntimeError: If the server does not start, a request fails, or its log cannot be read per request;
             the message says what went wrong, so the caller reports it instead of a figure.
     """
-    from prism.backends.openai_compat import OpenAIBackend
-    from prism.config import OpenAIModelConfig
+    from prism.backends.openai_compat import OpenAIBackend, OpenAIModelConfig
     from prism.run.inference import collect, make_cells
     from prism.run.store import ResponseLog
 

@@ -84,7 +84,8 @@ def condition_set() -> ConditionSet:
     from hydra import compose, initialize_config_dir
 
     from prism.conditions import condition_set_from_config
-    from prism.config import PrismConfig, register_configs, to_schema
+    from prism.conf import register_configs
+    from prism.config import PrismConfig, to_schema
 
     register_configs()
     conf = Path(__file__).resolve().parent.parent / "prism" / "conf"

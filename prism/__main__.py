@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from prism.config import register_configs
+from prism.conf import register_configs
 
 register_configs()
 log = logging.getLogger("prism")

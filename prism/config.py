@@ -30,79 +30,15 @@ class ModelConfig:
     backend: str = MISSING
 
 
-@dataclass
-class LlamaCppModelConfig(ModelConfig):
-    """A GGUF model run in-process by llama.cpp."""
-
-    backend: str = "llamacpp"
-    # A GGUF file; when null, the weights shipped by ``package`` are used.
-    path: str | None = None
-    package: str | None = None
-    n_ctx: int = 2048
-    # null: as many threads as the machine has cores.
-    n_threads: int | None = None
-    # llama.cpp chat format (e.g. "gemma"); null uses the chat template stored in the GGUF.
-    chat_format: str | None = None
 
 
-@dataclass
-class RemoteModelConfig(ModelConfig):
-    """What every model behind a server shares: requests in flight, timeout and retries."""
-
-    # Requests in flight; raise it to what the server runs at once.
-    concurrency: int = 1
-    request_timeout_s: float = 120.0
-    # Transient failures (refused or dropped connection, timeout, busy server) are retried with
-    # exponential backoff and full jitter for at most retry_budget_s after the first failure.
-    retry_budget_s: float = 30.0
-    retry_base_delay_s: float = 0.5
-    retry_max_delay_s: float = 8.0
 
 
-@dataclass
-class OllamaModelConfig(RemoteModelConfig):
-    """A model tag served by Ollama."""
-
-    backend: str = "ollama"
-    # null: OLLAMA_HOST, else http://localhost:11434.
-    host: str | None = None
-    # Ollama's context length option; null leaves the model's own.
-    num_ctx: int | None = None
 
 
-@dataclass
-class OpenAIModelConfig(RemoteModelConfig):
-    """A model served over the OpenAI chat-completions API (vLLM, SGLang, TGI, llama.cpp's server...)."""
-
-    backend: str = "openai"
-    # The API root, the part before /chat/completions, e.g. http://HOST:PORT/v1 (required).
-    base_url: str | None = None
-    # The NAME of the environment variable holding the key (e.g. OPENAI_API_KEY); null: no key.
-    api_key_env: str | None = None
-    # Server-specific fields added to every chat request (they are part of the model digest, since the
-    # store key holds only the canonical parameters), and whether generation.top_k is sent; top_k is not
-    # an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    send_top_k: bool = False
 
 
-@dataclass
-class ReplayModelConfig(ModelConfig):
-    """Answers read from a JSONL file of {question_id, condition, repetition?, response} records."""
 
-    name: str = "replay"
-    backend: str = "replay"
-    # The JSONL file to answer from (required).
-    path: str | None = None
-
-
-# backend name -> its schema, registered as schema/model/<backend>.
-MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
-    "llamacpp": LlamaCppModelConfig,
-    "ollama": OllamaModelConfig,
-    "openai": OpenAIModelConfig,
-    "replay": ReplayModelConfig,
-}
 
 
 @dataclass
@@ -385,22 +321,6 @@ class ReproduceConfig:
     overrides: list[str] = field(default_factory=list)
 
 
-def register_configs() -> None:
-    """Register the schemas so the config tree's defaults lists can name them.
-
-    ``config.yaml``, ``compare.yaml`` and ``reproduce.yaml`` name ``prism_schema``, ``compare_schema`` and
-    ``reproduce_schema``; each model YAML names its backend's schema first in its defaults, merged into
-    the model group itself: ``- /schema/model/llamacpp@_here_`` (or ``ollama``, ``openai``, ``replay``).
-    """
-    from hydra.core.config_store import ConfigStore
-
-    store = ConfigStore.instance()
-    store.store(name="prism_schema", node=PrismConfig)
-    store.store(name="reproduce_schema", node=ReproduceConfig)
-    store.store(name="compare_schema", node=CompareConfig)
-    for backend, schema in MODEL_SCHEMAS.items():
-        # Outside the model group, so `--help` lists only model files as its options.
-        store.store(group="schema/model", name=backend, node=schema)
 
 
 def to_schema(cfg: Any, schema: type[T]) -> T:

@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prism.config import MODEL_SCHEMAS, PrismConfig, to_schema
+from prism.backends.registry import backend_entries
+from prism.config import PrismConfig, to_schema
 from prism.errors import ConfigError
 
 # Keys of the single model schema every backend shared before each got its own (runs logged then carry
@@ -41,10 +42,11 @@ def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str]
     data = {str(k): v for k, v in logged.items() if k != "defaults"}
     model = dict(data.get("model") or {})
     backend = str(model.get("backend", ""))
-    if backend not in MODEL_SCHEMAS:
+    entries = backend_entries()
+    if backend not in entries:
         raise ConfigError(f"the logged config names model.backend={backend!r}, which this PRISM does not have; "
-                          f"known backends: {', '.join(sorted(MODEL_SCHEMAS))}.")
-    schema = MODEL_SCHEMAS[backend]
+                          f"known backends: {', '.join(sorted(entries))}.")
+    schema = entries[backend].schema
     known = {f.name for f in dataclasses.fields(schema)}
     data["model"] = {k: v for k, v in model.items() if k in known or k not in FLAT_MODEL_KEYS}
     try:

@@ -172,7 +172,7 @@ def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
 
 def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
-    from prism.backends.base import create_backend
+    from prism.backends.registry import create_backend
     from prism.questions import freeze_dataset
     from prism.run.tracking import git_state
 
@@ -304,7 +304,7 @@ def main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    from prism.config import register_configs
+    from prism.conf import register_configs
 
     register_configs()
     # A bare run id as the first argument reads better than run_id=...; Hydra only takes key=value.

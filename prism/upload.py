@@ -1,4 +1,4 @@
-"""``python -m prism.upload OUTPUT_DIR``: send a run whose MLflow logging failed to MLflow (see ``prism.run.offline``)."""
+"""``python -m prism.upload OUTPUT_DIR``: send a run whose MLflow logging failed to MLflow (``prism.run.offline``)."""
 
 from prism.run.offline import main
 

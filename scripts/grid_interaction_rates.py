@@ -41,7 +41,7 @@ def grid_set(labels: list[str], orders: list[str]) -> ConditionSet:
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from prism.config import register_configs
+    from prism.conf import register_configs
 
     register_configs()
     dropped = [f"~conditions.variants.{v}" for v in LABEL_EFFECT if v != "P0" and v not in labels]

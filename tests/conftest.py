@@ -85,7 +85,7 @@ def compose(config_name: str, overrides: list[str]) -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from prism.config import register_configs
+    from prism.conf import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

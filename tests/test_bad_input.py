@@ -24,7 +24,7 @@ import pytest
 from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
-from prism.config import LlamaCppModelConfig
+from prism.backends.llamacpp import LlamaCppModelConfig
 from prism.run.store import CompletionStore, StoreError
 from prism.run.tracking import MlflowTracker, TrackingError
 from prism.types import GenerationParams, Prompt

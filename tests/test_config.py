@@ -8,18 +8,16 @@ import pytest
 import yaml
 from conftest import CONF_DIR, compose_config
 
-from prism.backends.base import BackendError, create_backend
-from prism.config import (
-    MODEL_SCHEMAS,
-    LlamaCppModelConfig,
-    OllamaModelConfig,
-)
+from prism.backends.base import BackendError
+from prism.backends.llamacpp import LlamaCppModelConfig
+from prism.backends.ollama import OllamaModelConfig
+from prism.backends.registry import backend_entry, create_backend
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml")))
 def test_every_model_file_composes_to_its_backends_own_schema(name: str) -> None:
     model = compose_config([f"model={name}"]).model
-    assert type(model) is MODEL_SCHEMAS[model.backend]
+    assert type(model) is backend_entry(model.backend).schema
     assert not hasattr(model, "host") or model.backend == "ollama"  # no other backend's keys ride along
 
 
@@ -40,7 +38,7 @@ def test_a_default_is_written_once() -> None:
     """The group files set only what differs from their schema."""
     for path in (CONF_DIR / "model").glob("*.yaml"):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        schema = MODEL_SCHEMAS[data["defaults"][0].split("/")[-1].removesuffix("@_here_")]
+        schema = backend_entry(data["defaults"][0].split("/")[-1].removesuffix("@_here_")).schema
         defaults = {f.name: f.default for f in dataclasses.fields(schema)}
         repeated = {k for k, v in data.items() if k != "defaults" and k in defaults and defaults[k] == v}
         assert not repeated, f"{path.name} repeats its schema's defaults: {repeated}"

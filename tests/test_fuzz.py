@@ -175,7 +175,8 @@ def test_config_composes_or_fails_with_hydras_own_errors(key: str, value: str) -
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from prism.config import PrismConfig, register_configs, to_schema
+    from prism.conf import register_configs
+    from prism.config import PrismConfig, to_schema
 
     register_configs()
     try:

@@ -11,7 +11,9 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from prism.config import ConfigError, LlamaCppModelConfig, ReplayModelConfig
+from prism.backends.llamacpp import LlamaCppModelConfig
+from prism.backends.replay import ReplayModelConfig
+from prism.config import ConfigError
 from prism.logged_config import prism_config_from_logged
 
 FLAT_RUN = REPO_ROOT / "tests" / "data" / "flat_schema_run"

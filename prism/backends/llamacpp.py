@@ -13,16 +13,33 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prism.backends.base import BackendError, Request
-from prism.config import LlamaCppModelConfig
+from prism.backends.registry import BackendEntry, register_backend
+from prism.config import ModelConfig
 from prism.label_probs import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
 from prism.types import Completion, LabelReading, ModelIdentity
 
 GGUF_MAGIC = b"GGUF"
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class LlamaCppModelConfig(ModelConfig):
+    """A GGUF model run in-process by llama.cpp."""
+
+    backend: str = "llamacpp"
+    # A GGUF file; when null, the weights shipped by ``package`` are used.
+    path: str | None = None
+    package: str | None = None
+    n_ctx: int = 2048
+    # null: as many threads as the machine has cores.
+    n_threads: int | None = None
+    # llama.cpp chat format (e.g. "gemma"); null uses the chat template stored in the GGUF.
+    chat_format: str | None = None
 
 
 def digest_cache_path() -> Path:
@@ -279,3 +296,10 @@ class LlamaCppBackend:
         if self._llm is not None:
             self._llm.close() if hasattr(self._llm, "close") else None
             self._llm = None
+
+
+# The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.
+LLAMACPP = register_backend(BackendEntry(
+    "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx",),
+    capabilities=frozenset({"label_probs"}),
+))

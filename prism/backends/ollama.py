@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
-from prism.backends.remote import NOTHING_ASKED, RemoteBackend
+from prism.backends.registry import BackendEntry, register_backend
+from prism.backends.remote import NOTHING_ASKED, RemoteBackend, RemoteModelConfig
 from prism.backends.retry import Transient, transient_status, transport_failure
-from prism.config import OllamaModelConfig
+from prism.backends.wire import excerpt, stop_reason, token_count
 from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets, reading_from_top
 from prism.types import Completion, LabelReading, ModelIdentity
 
@@ -45,6 +46,17 @@ _DEFAULT_PREFIXES = ("registry.ollama.ai/library/", "registry.ollama.ai/", "libr
 _HOSTNAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
 _HOST_FORMS = ("http://HOST:PORT, https://HOST[:PORT], HOST:PORT or HOST (port 11434 when omitted), "
                "e.g. http://localhost:11434")
+
+
+@dataclass
+class OllamaModelConfig(RemoteModelConfig):
+    """A model tag served by Ollama."""
+
+    backend: str = "ollama"
+    # null: OLLAMA_HOST, else http://localhost:11434.
+    host: str | None = None
+    # Ollama's context length option; null leaves the model's own.
+    num_ctx: int | None = None
 
 
 @dataclass(frozen=True)
@@ -204,10 +216,6 @@ def first_top_logprobs(reply: Mapping[str, Any]) -> list[tuple[str, float]] | No
             if isinstance(token, str) and isinstance(logprob, int | float) and not isinstance(logprob, bool)]
 
 
-def _count(value: Any) -> int | None:
-    """A token count as an int, or None when absent or not a count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
 
 def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
                labels: tuple[str, ...] | None = None) -> Completion:
@@ -222,7 +230,7 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(message, Mapping) or not isinstance(content, str | None):
         return Completion(text=None, latency_s=latency_s, backend_options=options,
-                          error=f"unreadable reply from Ollama: no chat message text in {_excerpt(reply)}")
+                          error=f"unreadable reply from Ollama: no chat message text in {excerpt(reply)}")
     reading: LabelReading | None = None
     if labels is not None:
         top = first_top_logprobs(reply)
@@ -230,23 +238,14 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
     return Completion(
         text=content or "",
         latency_s=latency_s,
-        prompt_tokens=_count(reply.get("prompt_eval_count")),
-        completion_tokens=_count(reply.get("eval_count")),
+        prompt_tokens=token_count(reply.get("prompt_eval_count")),
+        completion_tokens=token_count(reply.get("eval_count")),
         backend_options=options,
         label_reading=reading,
-        finish_reason=_reason(reply.get("done_reason")),
+        finish_reason=stop_reason(reply.get("done_reason")),
     )
 
 
-def _reason(value: Any) -> str | None:
-    """Why generation stopped (Ollama's ``done_reason``: "stop", "length", ...), or None if not said."""
-    return value if isinstance(value, str) and value else None
-
-
-def _excerpt(value: Any, limit: int = 200) -> str:
-    """A short printable excerpt of a value for an error message."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class OllamaBackend(RemoteBackend):
@@ -296,7 +295,7 @@ class OllamaBackend(RemoteBackend):
         except (ValueError, TypeError) as exc:  # the client could not read the body as a model list
             raise BackendError(
                 f"the server at {self._host} answered /api/tags with something that is not Ollama's model "
-                f"list ({_excerpt(str(exc))}). Check model.host / OLLAMA_HOST."
+                f"list ({excerpt(str(exc))}). Check model.host / OLLAMA_HOST."
             ) from exc
         models = [m.model_dump() for m in listing.models]
         entry = find_listed(models, self._name)
@@ -372,9 +371,9 @@ class OllamaBackend(RemoteBackend):
                 ) from exc
             if status in (401, 403):
                 raise self._refused(exc) from exc
-            return f"Ollama answered HTTP {status}: {_excerpt(exc.error)}"
+            return f"Ollama answered HTTP {status}: {excerpt(exc.error)}"
         if isinstance(exc, ValueError | TypeError):  # the client could not read the body (not JSON, wrong shape)
-            return f"unreadable reply from Ollama: {_excerpt(str(exc))}"
+            return f"unreadable reply from Ollama: {excerpt(str(exc))}"
         return None
 
     def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
@@ -439,3 +438,9 @@ def _classify(exc: Exception) -> Transient | None:
     if isinstance(exc, ollama.ResponseError):
         return transient_status(exc.status_code)
     return transport_failure(exc)
+
+
+# The backend's one entry: model.backend="ollama" finds its schema, factory and capabilities here.
+OLLAMA = register_backend(BackendEntry(
+    "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx",), capabilities=frozenset({"label_probs"}),
+))

@@ -53,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
@@ -63,7 +64,6 @@ from prism.backends.openai_wire import (
     build_request,
     check_base_url,
     check_extra_body,
-    excerpt,
     first_top_logprobs,
     identity_digest,
     listing_entry,
@@ -73,9 +73,10 @@ from prism.backends.openai_wire import (
     redact,
     served,
 )
-from prism.backends.remote import NOTHING_ASKED, RemoteBackend, sent_options
+from prism.backends.registry import BackendEntry, register_backend
+from prism.backends.remote import NOTHING_ASKED, RemoteBackend, RemoteModelConfig, sent_options
 from prism.backends.retry import Transient, transient_status
-from prism.config import OpenAIModelConfig
+from prism.backends.wire import excerpt
 from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets
 from prism.types import Completion, ModelIdentity, canonical_json
 
@@ -103,6 +104,22 @@ def _classify(exc: Exception) -> Transient | None:
                 retry_after = str(float(millis) / 1000.0)
         return transient_status(exc.status_code, retry_after)
     return None
+
+
+@dataclass
+class OpenAIModelConfig(RemoteModelConfig):
+    """A model served over the OpenAI chat-completions API (vLLM, SGLang, TGI, llama.cpp's server...)."""
+
+    backend: str = "openai"
+    # The API root, the part before /chat/completions, e.g. http://HOST:PORT/v1 (required).
+    base_url: str | None = None
+    # The NAME of the environment variable holding the key (e.g. OPENAI_API_KEY); null: no key.
+    api_key_env: str | None = None
+    # Server-specific fields added to every chat request (they are part of the model digest, since the
+    # store key holds only the canonical parameters), and whether generation.top_k is sent; top_k is not
+    # an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    send_top_k: bool = False
 
 
 class OpenAIBackend(RemoteBackend):
@@ -334,3 +351,9 @@ class OpenAIBackend(RemoteBackend):
     def close(self) -> None:
         """Close the client's connections."""
         self._client.close()
+
+
+# The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
+OPENAI = register_backend(BackendEntry(
+    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs"}),
+))

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prism.backends.base import BackendError, Request
+from prism.backends.wire import excerpt, stop_reason, token_count
 from prism.label_probs import TOP_LOGPROBS, reading_from_top
 from prism.types import Completion, LabelReading, canonical_json
 
@@ -172,10 +173,6 @@ def not_sent(request: Request, send_top_k: bool = False) -> dict[str, Any]:
     return {"top_k": top_k} if top_k is not None and not send_top_k else {}
 
 
-def _count(value: Any) -> int | None:
-    """A token count as an int, or None when absent or not a count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
 
 def served(reply: Mapping[str, Any]) -> dict[str, Any]:
     """What a reply says answered: its ``model`` and ``system_fingerprint`` (None when absent)."""
@@ -215,17 +212,13 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
     return Completion(
         text=content or "",
         latency_s=latency_s,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
+        prompt_tokens=token_count(usage.get("prompt_tokens")),
+        completion_tokens=token_count(usage.get("completion_tokens")),
         backend_options=options,
         label_reading=reading,
-        finish_reason=_reason(first.get("finish_reason") if isinstance(first, Mapping) else None),
+        finish_reason=stop_reason(first.get("finish_reason") if isinstance(first, Mapping) else None),
     )
 
-
-def _reason(value: Any) -> str | None:
-    """Why generation stopped (the choice's ``finish_reason``: "stop", "length", ...), or None if not said."""
-    return value if isinstance(value, str) and value else None
 
 
 def listing_entry(models: Iterable[Mapping[str, Any]], model_id: str) -> dict[str, Any] | None:
@@ -250,11 +243,6 @@ def redact(text: str, key: str | None) -> str:
         text = text.replace(key, "[key]")
     return _MASKED_KEY.sub("[key]", text)
 
-
-def excerpt(value: Any, limit: int = 200) -> str:
-    """A short printable excerpt of a value for an error message."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def as_dict(reply: Any) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, TypeVar
 
 from prism.backends.base import BackendError, Request
 from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries, transport_failure
-from prism.config import RemoteModelConfig
+from prism.config import ModelConfig
 from prism.types import Completion, ModelIdentity
 
 T = TypeVar("T")
@@ -39,6 +39,20 @@ NOTHING_ASKED = "Nothing was asked yet: run the same command again once the serv
 # How long to keep retrying a refused connection to a server that has never answered: long enough for one
 # that is just starting, short enough that a server that is not running is reported within seconds.
 FIRST_CONTACT_BUDGET_S = 2.0
+
+
+@dataclass
+class RemoteModelConfig(ModelConfig):
+    """What every model behind a server shares: requests in flight, timeout and retries."""
+
+    # Requests in flight; raise it to what the server runs at once.
+    concurrency: int = 1
+    request_timeout_s: float = 120.0
+    # Transient failures (refused or dropped connection, timeout, busy server) are retried with
+    # exponential backoff and full jitter for at most retry_budget_s after the first failure.
+    retry_budget_s: float = 30.0
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 8.0
 
 
 @dataclass(frozen=True)

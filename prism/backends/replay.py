@@ -18,13 +18,25 @@ import os
 import time
 from array import array
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prism.backends.base import BackendError, Request
-from prism.config import ReplayModelConfig
+from prism.backends.registry import BackendEntry, register_backend
+from prism.config import ModelConfig
 from prism.records import CellKey
 from prism.types import Completion, LabelReading, ModelIdentity
+
+
+@dataclass
+class ReplayModelConfig(ModelConfig):
+    """Answers read from a JSONL file of {question_id, condition, repetition?, response} records."""
+
+    name: str = "replay"
+    backend: str = "replay"
+    # The JSONL file to answer from (required).
+    path: str | None = None
 
 
 def read_replay_file(path: Path) -> dict[CellKey, dict[str, Any]]:
@@ -278,3 +290,9 @@ class ReplayBackend:
     def close(self) -> None:
         """Release the replay file."""
         self._index.close()
+
+
+# The backend's one entry: model.backend="replay" finds its schema, factory and capabilities here.
+REPLAY = register_backend(BackendEntry(
+    "replay", ReplayModelConfig, ReplayBackend, capabilities=frozenset({"label_probs"}),
+))

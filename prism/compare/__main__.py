@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from prism.config import register_configs
+from prism.conf import register_configs
 
 register_configs()
 log = logging.getLogger("prism")

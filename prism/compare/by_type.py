@@ -23,7 +23,9 @@ ALL_FAMILIES = "all"
 
 
 def question_family_consistency(models: Sequence[ModelCells], baseline: str) -> pd.DataFrame:
-    """Per run, question and family: consistency with the baseline (:func:`prism.results.consistency.question_consistency`).
+    """Per run, question and family: consistency with the baseline.
+
+    Each row is :func:`prism.results.consistency.question_consistency` of one run.
 
     A condition without a recorded family falls back to its condition set's name, as the clustered
     model's does (:func:`prism.compare.noise.consistency_responses`).

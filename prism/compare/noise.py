@@ -108,7 +108,9 @@ def step_origins(model: ModelCells, baseline: str) -> dict[str, str]:
 
 def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence[str], *, n_boot: int,
                  n_permutations: int, seed: int) -> pd.DataFrame:
-    """Each non-baseline condition against where its step starts, per run and measure (:func:`prism.stats.shifts.shift`).
+    """Each non-baseline condition against where its step starts, per run and measure.
+
+    Each row is :func:`prism.stats.shifts.shift` of one step.
 
     A step starts from the baseline, except on an ordered axis (ordinal or numeric), where each value is
     compared with the previous one (:func:`step_origins`).

@@ -89,7 +89,8 @@ class ConditionSet:
         conditions: The conditions, in the order they are run and reported.
         seed: Seed every step seed is derived from (the run's ``seed`` unless set).
         base_format: Format of the unperturbed rendering step conditions start from (None without them).
-        axes: The axes the set varies (:mod:`prism.conditions.axes`): one per family in a sweep, the crossed ones in a grid.
+        axes: The axes the set varies (:mod:`prism.conditions.axes`): one per family in a sweep, the crossed
+            ones in a grid.
         grid: The names of the crossed axes of a grid, ``()`` for a sweep.
     """
 

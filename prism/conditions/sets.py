@@ -25,9 +25,10 @@ from prism.conditions import grid
 from prism.conditions.axes import Member, axes_of
 from prism.conditions.condition import _FIELD_PATTERN, _NAME, FIELDS, Condition, ConditionError, ConditionSet
 from prism.conditions.perturbations import Library, SpecError, Step, make_step
-from prism.conditions.perturbations.build import format_from, seed_keys
+from prism.conditions.perturbations.build import seed_keys
 from prism.conditions.perturbations.labels import Relabel
 from prism.conditions.perturbations.missing import RemoveAnswer
+from prism.conditions.perturbations.ops import format_from
 from prism.conditions.perturbations.variant import Attribute
 from prism.config import ConditionsConfig, as_plain
 from prism.types import Question

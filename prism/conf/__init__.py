@@ -1,1 +1,30 @@
-"""PRISM's Hydra config tree, shipped inside the package so an installed PRISM finds it (``pkg://prism.conf``)."""
+"""PRISM's Hydra config tree, shipped inside the package so an installed PRISM finds it (``pkg://prism.conf``).
+
+:func:`register_configs` puts every schema the tree's defaults lists name into Hydra's ConfigStore: the
+top-level schemas of :mod:`prism.config`, and one ``schema/model/<backend>`` per registered backend
+(:mod:`prism.backends.registry`), so a backend's schema is declared once, beside the backend.
+"""
+
+from __future__ import annotations
+
+
+def register_configs() -> None:
+    """Register the schemas so the config tree's defaults lists can name them.
+
+    ``config.yaml``, ``compare.yaml`` and ``reproduce.yaml`` name ``prism_schema``, ``compare_schema`` and
+    ``reproduce_schema``; each model YAML names its backend's schema first in its defaults, merged into
+    the model group itself: ``- /schema/model/llamacpp@_here_`` (or ``ollama``, ``openai``, ``replay``).
+    """
+    # Imported here: Hydra imports this package to find the YAML files, and that must stay cheap.
+    from hydra.core.config_store import ConfigStore
+
+    from prism.backends.registry import backend_entries
+    from prism.config import CompareConfig, PrismConfig, ReproduceConfig
+
+    store = ConfigStore.instance()
+    store.store(name="prism_schema", node=PrismConfig)
+    store.store(name="reproduce_schema", node=ReproduceConfig)
+    store.store(name="compare_schema", node=CompareConfig)
+    for name, entry in backend_entries().items():
+        # Outside the model group, so `--help` lists only model files as its options.
+        store.store(group="schema/model", name=name, node=entry.schema)

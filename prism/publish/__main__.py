@@ -12,7 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from prism.config import register_configs
+from prism.conf import register_configs
 from prism.publish.config import register
 
 register_configs()

@@ -166,7 +166,10 @@ def write_likelihood_results(results: Path, frame: pd.DataFrame, scored: Sequenc
 
 
 def bias_cells(scored: Sequence[Mapping[str, Any]], frozen: FrozenSet, condition_set: ConditionSet) -> pd.DataFrame:
-    """One row per (record with probabilities, displayed position), for :func:`prism.results.label_prob_metrics.bias_table`."""
+    """One row per (record with probabilities, displayed position).
+
+    The cells :func:`prism.results.label_prob_metrics.bias_table` reads.
+    """
     questions = {q.question_id: q for q in frozen.questions}
     conditions = {c.name: c for c in condition_set.conditions}
     prompts: dict[tuple[str, str], Prompt] = {}

@@ -43,7 +43,7 @@ class CellGrid:
             identity: The model that answers (its backend and digest enter every key).
             dataset: Dataset name for the records.
             split: Split for the records.
-            settings: Keyed backend settings (``prism.run.inference.keyed_settings``).
+            settings: Keyed backend settings (``prism.backends.registry.keyed_settings``).
 
         Raises:
             ValueError: If the prompts are not the condition-major product the indices assume.

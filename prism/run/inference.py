@@ -7,7 +7,6 @@ flight finish and be written before it propagates, so nothing already collected 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -16,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec
 
 from prism.backends.base import Backend, Request
-from prism.config import MODEL_SCHEMAS, ModelConfig
 from prism.label_probs import LABEL_FIELDS
 from prism.records import RawRecord
 from prism.run.store import CompletionStore, ResponseLog, store_key
@@ -62,7 +60,7 @@ def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: st
     """Attach the store key (per-request values only, docs/architecture.md) to every request.
 
     ``settings``: the backend settings that can change a completion and differ from their defaults
-    (:func:`keyed_settings`); they are part of every key.
+    (:func:`prism.backends.registry.keyed_settings`); they are part of every key.
     """
     return [
         Cell(
@@ -76,20 +74,6 @@ def make_cells(requests: Iterable[Request], identity: ModelIdentity, dataset: st
     ]
 
 
-# Backend settings outside the model digest that can change a completion: the context size, when a prompt is
-# cut to fit it. Each enters the completion key only when it differs from its schema's default
-# (prism.config.MODEL_SCHEMAS), so stores written before it was keyed keep serving every cell.
-KEYED_SETTINGS: dict[str, tuple[str, ...]] = {"llamacpp": ("n_ctx",), "ollama": ("num_ctx",)}
-
-
-def keyed_settings(model: ModelConfig) -> dict[str, Any]:
-    """The settings of :data:`KEYED_SETTINGS` for this model's backend that differ from their defaults."""
-    schema = MODEL_SCHEMAS.get(model.backend)
-    if schema is None:
-        return {}
-    defaults = {f.name: f.default for f in dataclasses.fields(schema)}
-    return {key: getattr(model, key) for key in KEYED_SETTINGS.get(model.backend, ())
-            if getattr(model, key, defaults[key]) != defaults[key]}
 
 
 def raw_record(

@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from prism import __version__
-from prism.backends.base import Backend, Request, create_backend, require_label_probs
+from prism.backends.base import Backend, Request
+from prism.backends.registry import create_backend, keyed_settings, require_label_probs
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -34,7 +35,7 @@ from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.inference import ask_each, keyed_settings
+from prism.run.inference import ask_each
 from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog

@@ -7,13 +7,13 @@ import pytest
 from prism.backends.base import BackendError, Request
 from prism.backends.llamacpp import (
     LlamaCppBackend,
+    LlamaCppModelConfig,
     build_request,
     check_gguf,
     file_sha256,
     find_packaged_gguf,
     read_reply,
 )
-from prism.config import LlamaCppModelConfig
 from prism.types import GenerationParams, Prompt
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -22,6 +22,7 @@ from prism.backends.base import BackendError, Request
 from prism.backends.ollama import (
     DEFAULT_HOST,
     OllamaBackend,
+    OllamaModelConfig,
     build_request,
     find_listed,
     normalize_host,
@@ -29,7 +30,6 @@ from prism.backends.ollama import (
     read_reply,
     resolve_host,
 )
-from prism.config import OllamaModelConfig
 from prism.run.pipeline import run
 from prism.types import GenerationParams, Prompt
 

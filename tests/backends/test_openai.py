@@ -34,7 +34,8 @@ import pytest
 from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
-from prism.backends.openai_compat import OpenAIBackend
+from prism.backends.llamacpp import LlamaCppModelConfig
+from prism.backends.openai_compat import OpenAIBackend, OpenAIModelConfig
 from prism.backends.openai_wire import (
     NO_KEY,
     build_request,
@@ -47,7 +48,6 @@ from prism.backends.openai_wire import (
     read_reply,
     redact,
 )
-from prism.config import LlamaCppModelConfig, OpenAIModelConfig
 from prism.run.pipeline import run
 from prism.types import GenerationParams, Prompt
 

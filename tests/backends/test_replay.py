@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from prism.backends.base import BackendError, Request, create_backend
-from prism.config import ModelConfig, ReplayModelConfig
+from prism.backends.base import BackendError, Request
+from prism.backends.registry import create_backend
+from prism.backends.replay import ReplayModelConfig
+from prism.config import ModelConfig
 from prism.types import GenerationParams, Prompt
 
 PARAMS = GenerationParams(temperature=0.0, max_tokens=8)
@@ -67,7 +69,7 @@ def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path
 
 
 def test_replay_lines_may_say_why_generation_stopped(tmp_path: Path) -> None:
-    from prism.config import ReplayModelConfig
+    from prism.backends.replay import ReplayModelConfig
 
     path = write(tmp_path / "r.jsonl", [
         json.dumps({"question_id": "q1", "condition": "P0", "response": "B"}),

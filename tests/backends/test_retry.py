@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from prism.backends.base import BackendError
+from prism.backends.ollama import OllamaModelConfig
+from prism.backends.openai_compat import OpenAIModelConfig
 from prism.backends.remote import RemoteSettings
 from prism.backends.retry import (
     RetriesExhausted,
@@ -19,7 +21,6 @@ from prism.backends.retry import (
     transient_status,
     transport_failure,
 )
-from prism.config import OllamaModelConfig, OpenAIModelConfig
 
 
 class FakeTime:

@@ -405,7 +405,7 @@ def test_sweep_callback_compares_the_sweeps_runs(store: Store) -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from prism.config import register_configs
+    from prism.conf import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -1,4 +1,5 @@
-"""prism.results.roles and prism.compare.role_tables: a role follows from the reference answers, a reading from the verdict."""
+"""prism.results.roles and prism.compare.role_tables: a role follows from the reference answers, a reading from
+the verdict."""
 
 from __future__ import annotations
 

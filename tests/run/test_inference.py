@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 from conftest import compose_config
 
-from prism.config import (
-    MODEL_SCHEMAS,
-    LlamaCppModelConfig,
-    ModelConfig,
-    OllamaModelConfig,
-    OpenAIModelConfig,
-    ReplayModelConfig,
-)
+from prism.backends.llamacpp import LlamaCppModelConfig
+from prism.backends.ollama import OllamaModelConfig
+from prism.backends.openai_compat import OpenAIModelConfig
+from prism.backends.registry import backend_entries, keyed_settings
+from prism.backends.replay import ReplayModelConfig
+from prism.config import ModelConfig
 from prism.records import RawRecord
-from prism.run.inference import KEYED_SETTINGS, ask_each, collect, keyed_settings, make_cells
+from prism.run.inference import ask_each, collect, make_cells
 from prism.run.store import CompletionStore, ResponseLog
 from prism.types import Completion, ModelIdentity
 
@@ -37,9 +35,12 @@ def test_only_settings_that_differ_from_their_defaults_are_keyed(model: ModelCon
 
 
 def test_every_keyed_setting_is_a_field_of_its_backends_schema() -> None:
-    for backend, keys in KEYED_SETTINGS.items():
-        fields = {f.name for f in dataclasses.fields(MODEL_SCHEMAS[backend])}
-        assert set(keys) <= fields, backend
+    entries = backend_entries()
+    assert {name: entry.keyed_settings for name, entry in entries.items() if entry.keyed_settings} == {
+        "llamacpp": ("n_ctx",), "ollama": ("num_ctx",)}
+    for name, entry in entries.items():
+        fields = {f.name for f in dataclasses.fields(entry.schema)}
+        assert set(entry.keyed_settings) <= fields, name
 
 
 class Echo:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import compose_config, run_overrides
 
-from prism.backends.base import BACKENDS, BackendError
+from prism.backends import registry
+from prism.backends.base import BackendError
+from prism.backends.replay import ReplayModelConfig
 from prism.conditions import condition_set_from_config, render
 from prism.label_probs import LABEL_FIELDS, LIKELIHOOD_FIELDS
 from prism.questions import freeze_question_set
@@ -90,7 +92,7 @@ def test_a_replay_file_without_probabilities_stops_the_run_before_inference(data
 
 
 class NoLogprobs:
-    """A backend written before label_probs existed: it has no check_label_probs (a replay file's answers)."""
+    """A backend whose entry declares no label_probs capability (a replay file's answers)."""
 
     concurrency = 1
 
@@ -112,7 +114,8 @@ class NoLogprobs:
 def test_a_backend_that_gives_no_logprobs_is_named_with_what_to_use_instead(data_dir: Path, workdir: Path,
                                                                            monkeypatch) -> None:
     overrides, *_ = scenario(data_dir, workdir)
-    monkeypatch.setitem(BACKENDS, "replay", f"{__name__}:NoLogprobs")
+    registry.backend_entries()  # the built-in entries first, so the stand-in below is not overwritten
+    monkeypatch.setitem(registry._ENTRIES, "replay", registry.BackendEntry("replay", ReplayModelConfig, NoLogprobs))
     with pytest.raises(BackendError, match=r"'replay' backend gives no log-probabilities.*model=openai"):
         run(compose_config([*overrides, "generation.label_probs=true"]), output_dir=workdir / "out")
 

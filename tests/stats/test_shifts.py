@@ -1,4 +1,5 @@
-"""prism.stats.shifts: between / within / excess by hand for each measure, and the tests' behaviour in seeded simulations.
+"""prism.stats.shifts: between / within / excess by hand for each measure, and the tests' behaviour in seeded
+simulations.
 
 Simulations draw each question's answer distribution over five outcomes (A-D and UNKNOWN) from a Dirichlet,
 then R sampled answers per condition. For the ``answer`` measure every quantity has a closed form in the

@@ -26,8 +26,10 @@ Every step's output is checked (:mod:`prism.conditions.perturbations.checks`) wh
 any model sees a prompt; a failure raises :class:`PerturbationError` naming the question and the step.
 """
 
-from prism.conditions.perturbations.build import Library, build_prompt, make_step
+from prism.conditions.perturbations.build import build_prompt
+from prism.conditions.perturbations.ops import Library, Op, make_step, register_op
 from prism.conditions.perturbations.step import Step
 from prism.conditions.perturbations.variant import Format, PerturbationError, SpecError, Variant
 
-__all__ = ["Format", "Library", "PerturbationError", "SpecError", "Step", "Variant", "build_prompt", "make_step"]
+__all__ = ["Format", "Library", "Op", "PerturbationError", "SpecError", "Step", "Variant", "build_prompt", "make_step",
+           "register_op"]

@@ -7,151 +7,14 @@ All of this happens while requests are built, so a failing step stops the run be
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 from prism.conditions.perturbations.checks import check_prompt, check_step, check_variant, fail
-from prism.conditions.perturbations.labels import Relabel, closing_for
-from prism.conditions.perturbations.layout import Reformat
-from prism.conditions.perturbations.missing import RemoveAnswer
-from prism.conditions.perturbations.order import Reverse, Rotate, Shuffle, SwapEnds
-from prism.conditions.perturbations.spelling import NestedTypos, Typos
+from prism.conditions.perturbations.labels import closing_for
+from prism.conditions.perturbations.ops import family_seeded_types
 from prism.conditions.perturbations.step import Step, step_seed
-from prism.conditions.perturbations.text import Instruct, Synonyms
-from prism.conditions.perturbations.variant import Format, SpecError, Variant, base_variant, to_prompt
+from prism.conditions.perturbations.variant import Format, Variant, base_variant, to_prompt
 from prism.types import Prompt, Question
-
-# Step names as written in the condition set (``op:``), with what their ``to:`` names (if anything).
-OPS: dict[str, str | None] = {
-    "reverse": None,
-    "rotate": None,
-    "swap_ends": None,
-    "shuffle": None,
-    "relabel": "label_sets",
-    "reformat": "formats",
-    "instruct": "instructions",
-    "synonyms": None,
-    "typos": None,
-    "nested_typos": None,
-    "remove_answer": "added_options",
-}
-
-# A step's seed is keyed by (condition, position): every condition draws its own. These steps instead share
-# one draw per question across all conditions of their family, so the levels of a dose nest.
-_FAMILY_SEEDED = (NestedTypos,)
-
-
-def format_from(spec: Mapping[str, Any], where: str) -> Format:
-    """Build a :class:`Format` from its config mapping, refusing one that cannot render."""
-    fmt = Format(
-        layout=str(spec["layout"]),
-        option=str(spec.get("option", "{label}. {text}")),
-        option_separator=str(spec.get("option_separator", "\n")),
-        paragraph=str(spec.get("paragraph", "\n\n")),
-    )
-    problems = fmt.problems()
-    if problems:
-        raise SpecError(f"{where}: {'; '.join(problems)}")
-    return fmt
-
-
-@dataclass(frozen=True)
-class Library:
-    """The named data steps refer to: formats, label sets, instructions, synonyms, protected words.
-
-    Attributes:
-        closing: The closing template (``{kind}`` names the label kind).
-        formats: Format name -> format.
-        label_sets: Label set name -> labels.
-        instructions: Instruction name -> text.
-        synonyms: Word -> its reviewed near-synonyms.
-        protected_words: Words typos never touch (lower case).
-        added_options: Wording name -> the text of an option a step adds ("None of the other options").
-    """
-
-    closing: str
-    formats: Mapping[str, Format] = field(default_factory=dict)
-    label_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    instructions: Mapping[str, str] = field(default_factory=dict)
-    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    protected_words: frozenset[str] = frozenset()
-    added_options: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> Library:
-        """Read the library out of a condition set's config mapping (missing parts are empty)."""
-        return cls(
-            closing=str(cfg["closing"]),
-            formats={str(k): format_from(v, f"format {k!r}") for k, v in (cfg.get("formats") or {}).items()},
-            label_sets={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("label_sets") or {}).items()},
-            instructions={str(k): str(v) for k, v in (cfg.get("instructions") or {}).items()},
-            synonyms={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("synonyms") or {}).items()},
-            protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
-            added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
-        )
-
-
-def _named(library: Library, kind: str, name: Any) -> Any:
-    table: Mapping[str, Any] = getattr(library, kind)
-    if name is None or str(name) not in table:
-        raise SpecError(f"'to: {name}' names no entry of {kind}; known: {sorted(table)}")
-    return table[str(name)]
-
-
-def _count(spec: Mapping[str, Any], op: str, default: int | None, allow_all: bool = False) -> int | None:
-    count = spec.get("count", None)
-    if count is None:
-        if default is None and not allow_all:
-            raise SpecError(f"step {op!r} needs 'count:'")
-        return default
-    if int(count) < 1:
-        raise SpecError(f"step {op!r}: count must be at least 1, not {count}")
-    return int(count)
-
-
-def make_step(spec: Mapping[str, Any], library: Library) -> Step:
-    """Build one step from its spec (``op``, and ``to`` / ``count`` where the op takes them).
-
-    Raises:
-        SpecError: For an unknown op (listing the known ones), a missing or unknown ``to``, or a bad count.
-    """
-    op = str(spec.get("op"))
-    if op not in OPS:
-        raise SpecError(f"unknown step op {op!r}; known: {sorted(OPS)}")
-    if OPS[op] is None and spec.get("to") is not None:
-        raise SpecError(f"step {op!r} takes no 'to:'")
-    if op == "reverse":
-        return Reverse()
-    if op == "rotate":
-        return Rotate(by=_count(spec, op, 1) or 1)
-    if op == "swap_ends":
-        return SwapEnds()
-    if op == "shuffle":
-        return Shuffle()
-    if op == "relabel":
-        if "{kind}" not in library.closing:
-            raise SpecError("step 'relabel' needs a closing with {kind}, so the output requirement names the labels")
-        return Relabel(str(spec["to"]), _named(library, "label_sets", spec.get("to")), library.closing)
-    if op == "reformat":
-        return Reformat(str(spec["to"]), _named(library, "formats", spec.get("to")))
-    if op == "instruct":
-        return Instruct(str(spec["to"]), _named(library, "instructions", spec.get("to")))
-    if op == "remove_answer":
-        text = str(_named(library, "added_options", spec.get("to")))
-        if not text.strip():
-            raise SpecError(f"added_options.{spec['to']} is empty; the added option needs a text")
-        return RemoveAnswer(str(spec["to"]), text)
-    if op == "synonyms":
-        if not library.synonyms:
-            raise SpecError("step 'synonyms' needs a 'synonyms:' word list in the condition set")
-        return Synonyms.from_mapping(library.synonyms, _count(spec, op, None, allow_all=True))
-    count = _count(spec, op, None)
-    assert count is not None  # typos, nested_typos: _count raised without one
-    if op == "nested_typos":
-        return NestedTypos(count, library.protected_words)
-    return Typos(count, library.protected_words)
-
 
 SeedKey = tuple[str, int]
 
@@ -163,7 +26,8 @@ def seed_keys(condition: str, family: str, steps: Sequence[Step]) -> tuple[SeedK
     steps whose levels nest (``nested_typos``), so every level of the family sees the same draw. A grid
     cell keeps the keys of the conditions it composes, so it shows exactly what each of them shows alone.
     """
-    return tuple((family if isinstance(step, _FAMILY_SEEDED) else condition, index) for index, step in enumerate(steps))
+    nested = family_seeded_types()
+    return tuple((family if isinstance(step, nested) else condition, index) for index, step in enumerate(steps))
 
 
 def build_variant(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from prism.conditions.perturbations.ops import Op, named, register_op
 from prism.conditions.perturbations.variant import Attribute, Format, Variant
 
 
@@ -41,3 +42,7 @@ class Reformat:
         if after.format == before.format:
             return "the new format is the same as the old one"
         return None
+
+
+register_op(Op("reformat", lambda spec, library: Reformat(str(spec["to"]), named(library, "formats", spec.get("to"))),
+               Reformat, takes="formats"))

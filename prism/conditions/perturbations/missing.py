@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from prism.conditions.perturbations.variant import Attribute, PerturbationError, Variant
+from prism.conditions.perturbations.ops import Library, Op, named, register_op
+from prism.conditions.perturbations.variant import Attribute, PerturbationError, SpecError, Variant
 from prism.types import Question
 
 # Options that speak of the other options. Matched anywhere in an option, ignoring case.
@@ -135,3 +137,13 @@ class RemoveAnswer:
                 f"leave two such options, or make the remaining ones true, so {self.text!r} would not be the one "
                 f"correct answer. No model was asked anything. Leave them out with dataset.exclude=[{ids}], or "
                 "use a condition set without this step.")
+
+
+def _remove_answer(spec: Mapping[str, Any], library: Library) -> RemoveAnswer:
+    text = str(named(library, "added_options", spec.get("to")))
+    if not text.strip():
+        raise SpecError(f"added_options.{spec['to']} is empty; the added option needs a text")
+    return RemoveAnswer(str(spec["to"]), text)
+
+
+register_op(Op("remove_answer", _remove_answer, RemoveAnswer, takes="added_options"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from prism.conditions.perturbations.ops import Op, count_of, register_op
 from prism.conditions.perturbations.step import permute
 from prism.conditions.perturbations.variant import Attribute, Variant
 
@@ -91,3 +92,10 @@ class Shuffle:
         if len(before.options) > 1 and after.canonical == before.canonical:
             return "the shuffled order equals the original order"
         return None
+
+
+# The ops a condition set names (``op: reverse``): prism.conditions.perturbations.ops builds them from here.
+register_op(Op("reverse", lambda spec, library: Reverse(), Reverse))
+register_op(Op("rotate", lambda spec, library: Rotate(by=count_of(spec, "rotate", 1) or 1), Rotate))
+register_op(Op("swap_ends", lambda spec, library: SwapEnds(), SwapEnds))
+register_op(Op("shuffle", lambda spec, library: Shuffle(), Shuffle))

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from prism.conditions.perturbations.ops import Op, count_of, register_op
 from prism.conditions.perturbations.variant import Attribute, Variant
 
 # A whitespace-separated chunk: punctuation, a plain word, punctuation.
@@ -204,3 +205,16 @@ class NestedTypos(_TypoStep):
                     f"{room} words that may take one (four letters or more, no digit, not a unit or protected "
                     "word). Lower this level's count in the condition set, or leave this question out")
         return None
+
+
+def _required_count(spec: Mapping[str, Any], op: str) -> int:
+    count = count_of(spec, op, None)
+    assert count is not None  # count_of raises without one
+    return count
+
+
+register_op(Op("typos", lambda spec, library: Typos(_required_count(spec, "typos"), library.protected_words), Typos))
+# The levels of a dose nest: every level of the family sees one draw per question.
+register_op(Op("nested_typos", lambda spec, library: NestedTypos(_required_count(spec, "nested_typos"),
+                                                                 library.protected_words),
+               NestedTypos, family_seeded=True))

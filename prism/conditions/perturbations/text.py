@@ -10,8 +10,10 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from prism.conditions.perturbations.variant import Attribute, Variant
+from prism.conditions.perturbations.ops import Library, Op, count_of, named, register_op
+from prism.conditions.perturbations.variant import Attribute, SpecError, Variant
 
 _INSTRUCTION: frozenset[Attribute] = frozenset({"instruction"})
 _WORD = re.compile(r"[A-Za-z]+")
@@ -91,3 +93,17 @@ class Synonyms:
         if not added <= allowed:
             return f"words {sorted(added - allowed)} are not listed synonyms"
         return None
+
+
+def _instruct(spec: Mapping[str, Any], library: Library) -> Instruct:
+    return Instruct(str(spec["to"]), named(library, "instructions", spec.get("to")))
+
+
+def _synonyms(spec: Mapping[str, Any], library: Library) -> Synonyms:
+    if not library.synonyms:
+        raise SpecError("step 'synonyms' needs a 'synonyms:' word list in the condition set")
+    return Synonyms.from_mapping(library.synonyms, count_of(spec, "synonyms", None, allow_all=True))
+
+
+register_op(Op("instruct", _instruct, Instruct, takes="instructions"))
+register_op(Op("synonyms", _synonyms, Synonyms))

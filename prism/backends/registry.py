@@ -1,0 +1,187 @@
+"""One registry of backends: each is one entry (name, schema, factory, keyed settings, capabilities).
+
+A backend is a module of this package that registers its :class:`BackendEntry` when imported, beside its
+config schema (a subclass of :class:`~prism.config.ModelConfig`) and a YAML under ``prism/conf/model/``.
+Nothing else names it: Hydra's ConfigStore learns its schema from here (:func:`prism.conf.register_configs`),
+a run finds its factory and the settings that enter the completion key here, and whether it can read label
+probabilities (or any other capability) is declared here, never probed on the instance.
+
+The registry is lazy: ``import prism`` imports no backend. The first look-up imports this package's
+modules, which import only the standard library and PRISM at module level; each backend imports its
+client library (llama_cpp, ollama, openai) when it is instantiated. Code outside the package (a lab's own
+backend, a test) adds an entry with :func:`register_backend`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, get_args
+
+from prism.backends.base import Backend, BackendError
+from prism.config import ModelConfig
+
+#: What a backend can do beyond generating text. ``label_probs``: the first reply token's probabilities
+#: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
+Capability = Literal["label_probs"]
+CAPABILITIES: tuple[str, ...] = get_args(Capability)
+
+
+class LabelProbsBackend(Backend, Protocol):
+    """A backend with the ``label_probs`` capability: it checks, before inference, that it can read them."""
+
+    def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+        """Raise :class:`BackendError` unless every condition's labels can be read from the first token."""
+        ...
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """Everything PRISM knows about one backend.
+
+    Attributes:
+        name: What ``model.backend`` says, and the schema's name in the ConfigStore (``schema/model/<name>``).
+        schema: The ``model`` group's dataclass for this backend.
+        factory: Builds the backend from an instance of ``schema`` (usually the backend class itself).
+        keyed_settings: Settings of ``schema`` outside the model digest that can change a completion (the
+            context size, when a prompt is cut to fit it). Each enters the completion key only when it differs
+            from the schema's default, so stores written before it was keyed keep serving every cell.
+        capabilities: What the backend can do beyond generating text (:data:`Capability`).
+    """
+
+    name: str
+    schema: type[ModelConfig]
+    factory: Callable[[Any], Backend]
+    keyed_settings: tuple[str, ...] = ()
+    capabilities: frozenset[Capability] = frozenset()
+
+    def __post_init__(self) -> None:
+        """Refuse an entry that could not work, naming what is wrong with it."""
+        fields = {f.name: f for f in dataclasses.fields(self.schema)}
+        for key in self.keyed_settings:
+            if key not in fields:
+                raise BackendError(f"backend {self.name!r}: keyed setting {key!r} is not a field of "
+                                   f"{self.schema.__name__}; its fields are {', '.join(sorted(fields))}.")
+        unknown = set(self.capabilities) - set(CAPABILITIES)
+        if unknown:
+            raise BackendError(f"backend {self.name!r}: unknown capabilities {sorted(unknown)}; known: "
+                               f"{', '.join(CAPABILITIES)}.")
+        if "label_probs" in self.capabilities and not hasattr(self.factory, "check_label_probs"):
+            raise BackendError(f"backend {self.name!r} declares label_probs but its factory has no "
+                               "check_label_probs(label_sets) method to refuse what it cannot read.")
+
+    def defaults(self) -> dict[str, Any]:
+        """The schema's default of every field that has one."""
+        return {f.name: f.default for f in dataclasses.fields(self.schema)
+                if f.default is not dataclasses.MISSING}
+
+
+_ENTRIES: dict[str, BackendEntry] = {}
+_discovered = False
+
+
+def register_backend(entry: BackendEntry) -> BackendEntry:
+    """Add ``entry`` to the registry and return it (so a module can keep it as a constant).
+
+    Registering the same entry twice (a module imported again) is harmless; another entry under a taken
+    name is refused, since two backends would then answer to one ``model.backend``.
+
+    Raises:
+        BackendError: If another entry already has this name.
+    """
+    known = _ENTRIES.get(entry.name)
+    if known is not None and known != entry:
+        raise BackendError(f"a backend named {entry.name!r} is registered already (schema "
+                           f"{known.schema.__name__}); give the new one another name.")
+    _ENTRIES[entry.name] = entry
+    return entry
+
+
+def _discover() -> None:
+    """Import every module of this package once, so the built-in backends have registered."""
+    global _discovered
+    if _discovered:
+        return
+    package = importlib.import_module("prism.backends")
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"prism.backends.{module.name}")
+    _discovered = True
+
+
+def backend_entries() -> dict[str, BackendEntry]:
+    """Every registered backend by name, the built-in ones included."""
+    _discover()
+    return dict(_ENTRIES)
+
+
+def backend_entry(name: str) -> BackendEntry:
+    """The entry of the backend ``model.backend`` names.
+
+    Raises:
+        BackendError: If no backend has that name; the message lists the known ones.
+    """
+    entries = backend_entries()
+    if name not in entries:
+        raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(sorted(entries))}.")
+    return entries[name]
+
+
+def create_backend(model: ModelConfig) -> Backend:
+    """Instantiate the backend that ``model.backend`` names, with its own schema's settings.
+
+    Args:
+        model: The ``model`` config group, an instance of its backend's schema.
+
+    Raises:
+        BackendError: If the name is unknown (the message lists the known ones), or the settings are
+            another backend's schema (``model.backend`` overridden on a model file of another backend).
+    """
+    entry = backend_entry(model.backend)
+    if not isinstance(model, entry.schema):
+        raise BackendError(
+            f"model.backend={entry.name!r} cannot read the settings of this model file, which are those of "
+            f"{type(model).__name__}. Choose a model file of the {entry.name} backend (model=...), or write one "
+            f"whose defaults name /schema/model/{entry.name}@_here_, instead of overriding model.backend."
+        )
+    return entry.factory(model)
+
+
+def keyed_settings(model: ModelConfig) -> dict[str, Any]:
+    """This model's keyed settings (:attr:`BackendEntry.keyed_settings`) that differ from their defaults."""
+    entries = backend_entries()
+    entry = entries.get(model.backend)
+    if entry is None:
+        return {}
+    defaults = entry.defaults()
+    return {key: getattr(model, key) for key in entry.keyed_settings
+            if getattr(model, key, defaults[key]) != defaults[key]}
+
+
+def require_label_probs(backend: Backend, name: str, label_sets: Mapping[str, tuple[str, ...]]) -> None:
+    """Stop before inference unless ``backend`` can read the first token's probabilities of these labels.
+
+    A backend whose entry declares the ``label_probs`` capability checks its model or server itself
+    (``check_label_probs``), which raises when they cannot give them; any other backend gives none.
+
+    Args:
+        backend: The run's backend.
+        name: Its name (``model.backend``).
+        label_sets: Condition name -> the displayed labels of its prompts.
+
+    Raises:
+        BackendError: If the backend gives no log-probabilities, naming what to use instead.
+    """
+    entry = backend_entries().get(name)
+    if entry is None or "label_probs" not in entry.capabilities:
+        raise BackendError(
+            f"generation.label_probs=true asks for the first reply token's probabilities, but the {name!r} backend "
+            "gives no log-probabilities, so nothing was asked. Use model=smollm2 (embedded llama.cpp), an "
+            "OpenAI-compatible server that returns logprobs (model=openai: vLLM, llama.cpp's server), Ollama "
+            "0.12.11 or later (model.backend=ollama), or a replay file with label_probs per line; or set "
+            "generation.label_probs=false."
+        )
+    checked: LabelProbsBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
+    checked.check_label_probs(label_sets)

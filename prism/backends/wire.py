@@ -1,0 +1,26 @@
+"""What every HTTP backend reads the same way off a reply, and how an error message quotes a reply.
+
+Ollama's ``/api/chat`` and the OpenAI-compatible chat API name their fields differently but report token
+counts and the reason generation stopped alike; both backends read them through these functions, so a
+reply that omits a count, or sends a string where a count belongs, is handled the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as an int, or None when absent or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def stop_reason(value: Any) -> str | None:
+    """Why generation stopped ("stop", "length", ...), or None if the reply does not say."""
+    return value if isinstance(value, str) and value else None
+
+
+def excerpt(value: Any, limit: int = 200) -> str:
+    """A short printable excerpt of a value for an error message."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
