@@ -1,4 +1,8 @@
-"""No import circle in prism/: the modules form layers that import one way only."""
+"""The layout of prism/: packages in layers that import one way only, no circle, a short top level.
+
+Every import counts: at module level, inside functions (lazy) and under TYPE_CHECKING (a module that names
+another's types knows about it). A new package or top-level module takes its place in :data:`ORDER`.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,32 @@ from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "prism"
 
-# Circles that only a function-level (lazy) import closes: import time never sees them, but the modules
-# would know about each other. None is allowed. (Imports under TYPE_CHECKING are annotations only and are
-# not edges.)
-LAZY_CIRCLES: list[set[str]] = []
+# Bottom first: a unit may import only itself and the units before it. A unit is a top-level module or a
+# package of prism/ (everything below prism.run is prism.run).
+ORDER = [
+    "prism",  # __init__: the version only
+    "prism.errors",
+    "prism.types",
+    "prism.records",
+    "prism.formatting",
+    "prism.config",
+    "prism.label_probs",
+    "prism.parsing",
+    "prism.questions",
+    "prism.stats",
+    "prism.render",
+    "prism.conditions",
+    "prism.backends",
+    "prism.results",
+    "prism.conf",
+    "prism.logged_config",
+    "prism.run",
+    "prism.compare",
+    "prism.publish",
+    "prism.reproduce",
+    "prism.upload",
+    "prism.__main__",
+]
 
 
 def module_names() -> dict[str, Path]:
@@ -23,33 +49,41 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def is_type_checking(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def imports(tree: ast.Module, modules: dict[str, Path], lazy: bool) -> set[str]:
-    """The prism modules a module imports: at import time only, or also inside functions (``lazy``)."""
+def imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every prism module ``path`` imports, wherever the import stands."""
     found: set[str] = set()
-    pending: list[ast.AST] = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if is_type_checking(node):
-            continue  # annotations only, never run
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(modules)
             found.update(submodules or ({node.module} & set(modules)))
-        if lazy or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            pending.extend(ast.iter_child_nodes(node))
     return found
 
 
-def circles(lazy: bool) -> list[set[str]]:
-    """The strongly connected groups of more than one module in the import graph (Tarjan)."""
+def graph() -> dict[str, set[str]]:
     modules = module_names()
-    graph = {name: imports(ast.parse(path.read_text(encoding="utf-8")), modules, lazy)
-             for name, path in modules.items()}
+    return {name: imports(path, modules) - {name} for name, path in modules.items()}
+
+
+def unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_module_belongs_to_a_unit_of_the_order() -> None:
+    unplaced = sorted({unit(m) for m in module_names()} - set(ORDER))
+    assert not unplaced, f"place these in ORDER (bottom first): {unplaced}"
+
+
+def test_units_import_only_themselves_and_the_units_below() -> None:
+    rank = {name: i for i, name in enumerate(ORDER)}
+    upward = sorted(f"{source} -> {target}" for source, targets in graph().items() for target in targets
+                    if rank[unit(target)] > rank[unit(source)])
+    assert not upward, "imports that run back up a layer:\n" + "\n".join(upward)
+
+
+def circles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -58,7 +92,7 @@ def circles(lazy: bool) -> list[set[str]]:
     def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
-        for target in graph[node]:
+        for target in edges[node]:
             if target not in index:
                 visit(target)
                 low[node] = min(low[node], low[target])
@@ -74,25 +108,21 @@ def circles(lazy: bool) -> list[set[str]]:
             if len(group) > 1:
                 found.append(group)
 
-    for name in sorted(graph):
+    for name in sorted(edges):
         if name not in index:
             visit(name)
     return found
 
 
-def test_no_module_imports_back_at_import_time() -> None:
-    assert circles(lazy=False) == []
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    # Within a package too, and through lazy and TYPE_CHECKING imports: none is allowed.
+    assert circles(graph()) == []
 
 
-def test_no_new_circle_through_function_level_imports() -> None:
-    found = circles(lazy=True)
-    new = [group for group in found if group not in LAZY_CIRCLES]
-    assert new == [], f"import circles: {new}"
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 
-def test_the_walk_sees_a_circle_when_there_is_one(tmp_path: Path) -> None:
-    a = ast.parse("from prism.b import x\n")
-    b = ast.parse("def f():\n    from prism.a import y\n")
-    modules = {"prism.a": tmp_path, "prism.b": tmp_path}
-    assert imports(a, modules, lazy=False) == {"prism.b"}
-    assert imports(b, modules, lazy=False) == set() and imports(b, modules, lazy=True) == {"prism.a"}
+def test_the_top_level_holds_at_most_twelve_modules() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(top) <= 12, top
