@@ -15,19 +15,23 @@ It needs neither network nor a model: only Hydra, OmegaConf, PyYAML and PRISM's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.resources
 import inspect
+import json
 import re
 import tomllib
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 PAGE = "reference/options.md"
+# Notes for keys whose schema field has no comment, by command and key; a note for a key that is gone fails.
+NOTES = Path(__file__).resolve().parents[1] / "reference" / "option-notes.yaml"
 # A group whose options each name their own schema in their defaults (``- /schema/model/<backend>@_here_``).
 SCHEMA_GROUP_PREFIX = "schema/"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -109,18 +113,25 @@ class Option:
 
 
 def field_comments(schema: type[Any]) -> dict[str, str]:
-    """The ``#`` comment lines written directly above each field of ``schema``, joined, by field name."""
+    """The ``#`` comment lines written directly above each field, joined, by field name.
+
+    Inherited fields keep the comment of the class that declares them (``concurrency`` is commented once, in
+    the remote base schema); a subclass that redeclares a field with a comment of its own wins.
+    """
     comments: dict[str, str] = {}
-    pending: list[str] = []
-    for line in inspect.getsource(schema).splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            pending.append(stripped.lstrip("#").strip())
+    for cls in reversed(schema.__mro__):
+        if not dataclasses.is_dataclass(cls):
             continue
-        match = re.match(r"\s+(\w+)\s*:", line)
-        if match and pending:
-            comments[match.group(1)] = " ".join(pending)
-        pending = []
+        pending: list[str] = []
+        for line in inspect.getsource(cls).splitlines()[1:]:
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                pending.append(stripped.lstrip("#").strip())
+                continue
+            match = re.match(r"\s+(\w+)\s*:", line)
+            if match and pending:
+                comments[match.group(1)] = " ".join(pending)
+            pending = []
     return comments
 
 
@@ -216,7 +227,9 @@ def show_value(value: Any, limit: int = 70) -> str:
         named = [str(v["name"]) for v in value if isinstance(v, dict) and "name" in v]
         listed = f": {escape(', '.join(named))}" if named and len(named) == len(value) else ""
         return f"{len(value)} items{listed}"
-    text = inline_yaml(value)
+    # A string with a line break or edge space reads best as JSON: "{question}\n\n{options}".
+    text = json.dumps(value) if isinstance(value, str) and value != value.strip().replace("\n", "") \
+        else inline_yaml(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"`{text}`"
@@ -226,7 +239,8 @@ def inline_yaml(value: Any) -> str:
     """One line of YAML flow style: ``null``, ``true``, ``[a, b]``, ``{scale: nominal}``."""
     text = str(yaml.safe_dump(value, default_flow_style=True, width=10**6, allow_unicode=True)).strip()
     text = text.removesuffix("\n...").removesuffix("...").strip()
-    return text.replace("\n", "\\n").replace("|", "\\|")
+    # A pipe inside a code span does not split a table cell (Python-Markdown's tables), so it stays as is.
+    return text.replace("\n", "\\n")
 
 
 def escape(text: str) -> str:
@@ -237,7 +251,7 @@ def escape(text: str) -> str:
 def options_table(options: list[Option]) -> list[str]:
     """A Markdown table of keys."""
     lines = ["| key | type | default | what it is |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{o.key}` | `{escape(o.type)}` | {o.default} | {escape(o.note)} |" for o in options]
+    lines += [f"| `{o.key}` | `{o.type}` | {o.default} | {escape(o.note)} |" for o in options]
     return lines
 
 
@@ -320,8 +334,12 @@ def anchor(text: str) -> str:
     return re.sub(r"[-\s]+", "-", slug)
 
 
-def group_section(group: str, schema: type[Any] | None, level: str) -> list[str]:
-    """A config group: its schema's keys (or each backend's, for the model group) and what each option sets."""
+def group_section(group: str, schema: type[Any] | None, level: str,
+                  annotate: Callable[[list[Option]], list[Option]] = list) -> list[str]:
+    """A config group: its schema's keys (or each backend's, for the model group) and what each option sets.
+
+    ``annotate`` completes a table's keys before it is drawn (the hand-written notes).
+    """
     lines: list[str] = []
     per_option: dict[str, type[Any]] = {}
     schema_group_of: dict[str, str] = {}
@@ -338,11 +356,11 @@ def group_section(group: str, schema: type[Any] | None, level: str) -> list[str]
         for backend, backend_schema in sorted(backends.items()):
             lines += ["", f"{level}# Schema `{backend}`: {backend_schema.__name__}", "",
                       first_line(backend_schema.__doc__), ""]
-            lines += options_table([dataclasses.replace(o, key=f"{group}.{o.key}")
-                                    for o in walk_schema(backend_schema)])
+            lines += options_table(annotate([dataclasses.replace(o, key=f"{group}.{o.key}")
+                                             for o in walk_schema(backend_schema)]))
     elif schema is not None:
         lines += ["", f"Schema: `{schema.__name__}`. {first_line(schema.__doc__)}", ""]
-        lines += options_table([dataclasses.replace(o, key=f"{group}.{o.key}") for o in walk_schema(schema)])
+        lines += options_table(annotate([dataclasses.replace(o, key=f"{group}.{o.key}") for o in walk_schema(schema)]))
     lines += ["", f"{level}# Options of `{group}`", "",
               "| option | what it sets | file |" if not per_option else "| option | schema | what it sets | file |",
               "| --- | --- | --- |" if not per_option else "| --- | --- | --- | --- |"]
@@ -368,9 +386,33 @@ def group_section(group: str, schema: type[Any] | None, level: str) -> list[str]
     return lines
 
 
+def load_notes() -> dict[str, dict[str, str]]:
+    """The hand-written notes: command -> dotted key -> note."""
+    data = yaml.safe_load(NOTES.read_text()) if NOTES.exists() else {}
+    return {str(app): {str(k): str(v) for k, v in keys.items()} for app, keys in (data or {}).items()}
+
+
+def annotated(app: str, notes: dict[str, dict[str, str]], used: set[tuple[str, str]],
+              options: list[Option]) -> list[Option]:
+    """``options`` with each key that has no comment of its own given its note; records the notes used."""
+    for option in options:
+        note = notes.get(app, {}).get(option.key)
+        if note is not None:
+            used.add((app, option.key))
+            if not option.note:
+                option.note = note
+    return options
+
+
 def render() -> str:
-    """The whole page."""
+    """The whole page.
+
+    Raises:
+        ValueError: If ``option-notes.yaml`` names a key no schema has (renamed or removed): the note is stale.
+    """
     register_schemas()
+    notes = load_notes()
+    used: set[tuple[str, str]] = set()
     schemas = named_schemas()
     primaries = [(path, load_yaml(path)) for path in sorted(conf_dir().glob("*.yaml"))]
     primaries.sort(key=lambda item: (item[0].stem != "config", item[0].stem))
@@ -414,7 +456,8 @@ def render() -> str:
             if option.key in own and show_value(own[option.key]) != option.default and own[option.key] != "???":
                 option.note = (option.note + " " if option.note else "") + \
                     f"`prism/conf/{path.name}` sets {show_value(own[option.key])}."
-        sections += ["### Top-level keys", "", *options_table(top)]
+        annotate = functools.partial(annotated, app, notes, used)
+        sections += ["### Top-level keys", "", *options_table(annotate(top))]
         for group, group_schema in groups.items():
             if group in documented_groups:
                 sections += ["", f"### {group}", "",
@@ -425,13 +468,17 @@ def render() -> str:
             sections += ["", f"### {group}", ""]
             if group in picks:
                 sections += [f"Default option: `{group}={picks[group]}`.", ""]
-            sections += group_section(group, group_schema, "###")
+            sections += group_section(group, group_schema, "###", annotate)
     hydra_groups = sorted(p.relative_to(conf_dir()).as_posix() for p in (conf_dir() / "hydra").glob("*")
                           if p.is_dir()) if (conf_dir() / "hydra").is_dir() else []
     for group in hydra_groups:
         sections += ["", f"## {group}", "",
                      f"Hydra's own group, with PRISM's options added: select one with `{group}=NAME`.", ""]
         sections += group_section(group, None, "##")
+    stale = sorted(f"{app}: {key}" for app, keys in notes.items() for key in keys if (app, key) not in used)
+    if stale:
+        raise ValueError(f"{NOTES} has notes for keys no schema has any more: {', '.join(stale)}; "
+                         "rename or remove them there.")
     return "\n".join(out + sections) + "\n"
 
 
