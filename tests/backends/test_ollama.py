@@ -537,7 +537,9 @@ def test_label_probs_through_the_client_equal_the_stand_ins_distribution() -> No
     assert reading is not None
     distribution = first_token_distribution(prompt, letter_answer(prompt))
     assert reading.label_probs == pytest.approx(by_hand(distribution, ("A", "B")))
-    assert reading.top_logprobs == pytest.approx(distribution)
+    # Tokens exactly, log-probabilities approximately: pytest.approx takes no nested (token, logprob) pairs.
+    assert [token for token, _ in reading.top_logprobs] == [token for token, _ in distribution]
+    assert [logprob for _, logprob in reading.top_logprobs] == pytest.approx([logprob for _, logprob in distribution])
 
 
 def test_an_ollama_without_logprobs_stops_the_run_before_inference_naming_the_release(overrides, workdir) -> None:
