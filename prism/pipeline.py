@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from prism import __version__
-from prism.backends.base import Backend, Request, create_backend, require_label_probs
+from prism.backends.base import Backend, Request, create_backend, require_label_probs, require_system_turns
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -39,6 +39,7 @@ from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_records, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
+from prism.turns import turn_roles
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
 from prism.writable import check_writable_dirs
 
@@ -300,6 +301,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         prompts = render_all(frozen.questions, condition_set)
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
+        require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)

@@ -7,7 +7,7 @@ when a run asks for it by name.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +62,10 @@ BACKENDS: dict[str, str] = {
     "openai": "prism.backends.openai_compat:OpenAIBackend",
 }
 
+# Backends that send a system turn as a system message (prism.turns). A backend left out is refused before
+# inference when a condition has a system turn (require_system_turns); the built-in ones all send one.
+SYSTEM_TURNS: frozenset[str] = frozenset({"llamacpp", "replay", "ollama", "openai"})
+
 
 def create_backend(model: ModelConfig) -> Backend:
     """Instantiate the backend that ``model.backend`` names, with its own schema's settings.
@@ -114,3 +118,32 @@ def require_label_probs(backend: Backend, name: str, label_sets: Mapping[str, tu
             "generation.label_probs=false."
         )
     check(label_sets)
+
+
+def require_system_turns(backend: Backend, name: str, roles: Mapping[str, Iterable[str]]) -> None:
+    """Stop before inference unless ``backend`` sends the system turns these conditions' prompts have.
+
+    A backend not in :data:`SYSTEM_TURNS` is refused. One that is may still depend on its model: a backend
+    with a ``check_system_turns(conditions)`` method (llama.cpp, whose chat template may have no system
+    role) raises when its model would drop the system turn. A run without system turns checks nothing.
+
+    Args:
+        backend: The run's backend.
+        name: Its name (``model.backend``), for the message.
+        roles: Condition name -> the roles of its prompts' turns (:func:`prism.turns.turn_roles`).
+
+    Raises:
+        BackendError: Naming the conditions with a system turn, the backend and what to use instead.
+    """
+    conditions = [c for c, found in roles.items() if "system" in set(found)]
+    if not conditions:
+        return
+    if name not in SYSTEM_TURNS:
+        raise BackendError(
+            f"conditions {conditions} send a system turn, but the {name!r} backend cannot send one, so nothing was "
+            f"asked. Use a backend that sends system turns ({', '.join(sorted(SYSTEM_TURNS))}), or a condition "
+            "set without system turns (every set but conditions=turns and a grid crossing its axis)."
+        )
+    check = getattr(backend, "check_system_turns", None)
+    if check is not None:
+        check(conditions)

@@ -19,6 +19,7 @@ from prism.perturbations.order import Reverse, Rotate, Shuffle, SwapEnds
 from prism.perturbations.spelling import NestedTypos, Typos
 from prism.perturbations.step import Step, step_seed
 from prism.perturbations.text import Instruct, Synonyms
+from prism.perturbations.turns import InstructionToSystem, SystemPrompt
 from prism.perturbations.variant import Format, SpecError, Variant, base_variant, to_prompt
 from prism.types import Prompt, Question
 
@@ -35,6 +36,8 @@ OPS: dict[str, str | None] = {
     "typos": None,
     "nested_typos": None,
     "remove_answer": "added_options",
+    "system": "system_prompts",
+    "instruction_to_system": None,
 }
 
 # A step's seed is keyed by (condition, position): every condition draws its own. These steps instead share
@@ -68,6 +71,7 @@ class Library:
         synonyms: Word -> its reviewed near-synonyms.
         protected_words: Words typos never touch (lower case).
         added_options: Wording name -> the text of an option a step adds ("None of the other options").
+        system_prompts: System prompt name -> its text (``system`` steps, :mod:`prism.perturbations.turns`).
     """
 
     closing: str
@@ -77,6 +81,7 @@ class Library:
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     protected_words: frozenset[str] = frozenset()
     added_options: Mapping[str, str] = field(default_factory=dict)
+    system_prompts: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Library:
@@ -89,6 +94,7 @@ class Library:
             synonyms={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("synonyms") or {}).items()},
             protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
             added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
+            system_prompts={str(k): str(v) for k, v in (cfg.get("system_prompts") or {}).items()},
         )
 
 
@@ -137,6 +143,10 @@ def make_step(spec: Mapping[str, Any], library: Library) -> Step:
         return Reformat(str(spec["to"]), _named(library, "formats", spec.get("to")))
     if op == "instruct":
         return Instruct(str(spec["to"]), _named(library, "instructions", spec.get("to")))
+    if op == "system":
+        return SystemPrompt(str(spec["to"]), _named(library, "system_prompts", spec.get("to")))
+    if op == "instruction_to_system":
+        return InstructionToSystem()
     if op == "remove_answer":
         text = str(_named(library, "added_options", spec.get("to")))
         if not text.strip():
