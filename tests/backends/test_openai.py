@@ -618,3 +618,19 @@ def test_a_server_that_returns_no_logprobs_stops_the_run_before_inference(monkey
                 backend.check_label_probs({"P0": ("A", "B")})
         finally:
             backend.close()
+
+
+def test_the_turns_set_reaches_the_stand_in_as_messages_turn_for_turn(workdir: Path, data_dir: Path) -> None:
+    from .openai_stub import MODEL, OpenAIStub
+
+    with OpenAIStub() as stub:
+        cfg = compose_config([*run_overrides(workdir, data_dir), "model=openai", f"model.base_url={stub.url}",
+                              f"model.name={MODEL}", "conditions=turns", "dataset.n=3"])
+        result = run(cfg, output_dir=workdir / "out")
+    raw = raw_records(result.output_dir)
+    assert len(raw) == 12 and all(r["error"] is None for r in raw)
+    chats = [c for c in stub.chats if c.get("max_tokens") != 1]  # without the identity probe
+    sent = sorted(json.dumps(c["messages"], sort_keys=True) for c in chats)
+    recorded = ([*(r.get("turns") or []), {"role": "user", "content": r["prompt"]}] for r in raw)
+    assert sent == sorted(json.dumps(messages, sort_keys=True) for messages in recorded)
+    assert sum(1 for c in chats if c["messages"][0]["role"] == "system") == 9  # three conditions x three questions
