@@ -39,7 +39,7 @@ from prism.scoring import SCORER_VERSION
 from prism.store import CompletionStore, ResponseLog
 from prism.summary import score_records, write_results
 from prism.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
-from prism.turns import turn_roles
+from prism.turns import turn_roles, write_conversations
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
 from prism.writable import check_writable_dirs
 
@@ -305,6 +305,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
+        write_conversations(out / "prompts", condition_set.name, prompts)
         tracker = RecordingTracker(
             MlflowTracker(
                 resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server),

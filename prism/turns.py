@@ -14,6 +14,7 @@ no system role is refused before inference rather than let a system turn be drop
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
@@ -80,3 +81,27 @@ def turn_roles(prompts: Iterable[Any]) -> dict[str, set[str]]:
     for prompt in prompts:
         roles.setdefault(prompt.condition, set()).update(turn.role for turn in prompt.turns)
     return roles
+
+
+def write_conversations(folder: Path, set_name: str, prompts: Sequence[Any]) -> Path | None:
+    """Write ``prompts/<set>.turns.yaml``: every turn of each condition's first prompt, when a condition has turns.
+
+    The set's own YAML beside it holds the steps and the texts they name; this file shows what they made, a
+    conversation per condition (its first question's), each turn under its role. A run without earlier turns
+    writes nothing, so its ``prompts/`` stays what it always was.
+
+    Returns:
+        The file written, or None.
+    """
+    import yaml
+
+    from prism.types import safe_filename
+
+    if not any(prompt.earlier_turns for prompt in prompts):
+        return None
+    first: dict[str, list[dict[str, str]]] = {}
+    for prompt in prompts:
+        first.setdefault(prompt.condition, prompt.messages())
+    path = folder / f"{safe_filename(set_name)}.turns.yaml"
+    path.write_text(yaml.safe_dump(first, sort_keys=False, allow_unicode=True, width=1000), encoding="utf-8")
+    return path

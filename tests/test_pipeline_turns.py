@@ -46,6 +46,7 @@ def test_a_turns_run_records_every_turn_and_a_rerun_is_served_from_the_store(rep
     by_condition: dict[str, list[dict]] = {}
     for r in raw:
         by_condition.setdefault(r["condition"], []).append(r)
+    generic_first = by_condition["system_generic"][0]
     for p1, moved, generic, role in zip(*(by_condition[c] for c in CONDITIONS), strict=True):
         assert "turns" not in p1 and p1["prompt"].startswith(DIRECT)
         assert moved["turns"] == [{"role": "system", "content": DIRECT}] and DIRECT not in moved["prompt"]
@@ -64,6 +65,12 @@ def test_a_turns_run_records_every_turn_and_a_rerun_is_served_from_the_store(rep
     # prompts/ holds the set as run: its steps and the system prompts they name.
     configured = (first.output_dir / "prompts" / "turns.yaml").read_text()
     assert "instruction_to_system" in configured and "You are a helpful assistant." in configured
+    import yaml
+
+    shown_turns = yaml.safe_load((first.output_dir / "prompts" / "turns.turns.yaml").read_text())
+    assert list(shown_turns) == CONDITIONS  # each condition's first conversation, every turn under its role
+    assert shown_turns["system_generic"] == [*generic_first["turns"], {"role": "user", "content": generic_first["prompt"]}]
+    assert [t["role"] for t in shown_turns["P1"]] == ["user"]
     metrics = first.metrics
     assert metrics["accuracy/system_generic"] == metrics["accuracy/system_role"]
     assert "consistency/turns" in metrics
