@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import compose_config, run_overrides
 
 from prism.backends.base import SYSTEM_TURNS, BackendError, require_system_turns
@@ -65,11 +66,10 @@ def test_a_turns_run_records_every_turn_and_a_rerun_is_served_from_the_store(rep
     # prompts/ holds the set as run: its steps and the system prompts they name.
     configured = (first.output_dir / "prompts" / "turns.yaml").read_text()
     assert "instruction_to_system" in configured and "You are a helpful assistant." in configured
-    import yaml
-
     shown_turns = yaml.safe_load((first.output_dir / "prompts" / "turns.turns.yaml").read_text())
     assert list(shown_turns) == CONDITIONS  # each condition's first conversation, every turn under its role
-    assert shown_turns["system_generic"] == [*generic_first["turns"], {"role": "user", "content": generic_first["prompt"]}]
+    user = {"role": "user", "content": generic_first["prompt"]}
+    assert shown_turns["system_generic"] == [*generic_first["turns"], user]
     assert [t["role"] for t in shown_turns["P1"]] == ["user"]
     metrics = first.metrics
     assert metrics["accuracy/system_generic"] == metrics["accuracy/system_role"]
