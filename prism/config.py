@@ -156,6 +156,8 @@ class SubjectiveWording:
     templates: dict[str, str] = field(default_factory=dict)
     # Instruction name -> its subjective text (every instruction a step names needs one).
     instructions: dict[str, str] = field(default_factory=dict)
+    # System prompt name -> its subjective text (every system prompt a step names needs one).
+    system_prompts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +180,8 @@ class ConditionsConfig:
     protected_words: list[str] = field(default_factory=list)
     # Options a step adds (remove_answer: "None of the other options"), by wording name.
     added_options: dict[str, str] = field(default_factory=dict)
+    # System prompts a `system` step puts in a system turn (prism.conditions.perturbations.turns), by name.
+    system_prompts: dict[str, str] = field(default_factory=dict)
     # Each family is an axis (prism.conditions.axes): nominal, ordinal or numeric, declared with the family.
     families: dict[str, FamilySpec] = field(default_factory=dict)
     # Cross these axes into a grid of every combination of their values (prism.conditions.grid); empty: a sweep.

@@ -61,9 +61,9 @@ class RawRecord:
     repetition: int
     """0-based repetition index of the cell."""
     prompt: str
-    """The exact text sent as the single user message."""
+    """The exact text of the last user turn as sent, the one holding the question (``prism.turns``)."""
     prompt_sha256: str
-    """Hex sha256 of ``prompt`` (part of the store key)."""
+    """Hex sha256 of the prompt (part of the store key): of ``prompt`` for a one-turn prompt, else of every turn."""
     response: str | None
     """The completion text; None exactly when the request failed (``error`` set)."""
     model: str
@@ -102,6 +102,8 @@ class RawRecord:
     """generation.label_probs: the first position's top tokens, ``[{"token", "logprob"}]``."""
     label_probs_source: str | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.label_probs``)."""
+    turns: list[dict[str, str]] | None = field(default=None, metadata={_OPTIONAL: True})
+    """The turns sent before ``prompt``, in order, as ``[{"role", "content"}]``; absent for a one-turn prompt."""
 
     @property
     def cell(self) -> CellKey:
@@ -131,8 +133,8 @@ class RawRecord:
 class ScoredRecord:
     """A raw record read by the parser and checked against the key (``results/scored.jsonl``).
 
-    Its JSON holds every field of the raw record but the prompt text (which stays in ``responses.jsonl``),
-    then these fields.
+    Its JSON holds every field of the raw record but the prompt text and earlier turns (which stay in
+    ``responses.jsonl``), then these fields.
     """
 
     raw: RawRecord
@@ -171,6 +173,7 @@ class ScoredRecord:
         """The scored record of the contract: the raw fields without ``prompt``, then the scored ones."""
         record = self.raw.to_json()
         record.pop("prompt")
+        record.pop("turns", None)  # the earlier turns are prompt text too
         own = _to_json(self)
         own.pop("raw")
         return {**record, **own}

@@ -73,7 +73,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
     """Compare two runs' raw responses cell by cell.
 
     A failed request (``error`` set) counts as its own outcome: a cell that failed in one run and was
-    answered in the other differs. When either run recorded label probabilities, a cell is identical only
+    answered in the other differs, and so does a cell asked with another prompt (``prompt_sha256``, which
+    covers every turn), whatever it answered. When either run recorded label probabilities, a cell is identical only
     if its ``label_probs`` and ``label_mass`` also agree to :data:`PROB_TOLERANCE`, and the table gains
     ``label_probs_max_diff`` (the largest difference of a label's probability or the mass; inf when only
     one side has them).
@@ -98,6 +99,8 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
             status = "missing"
         else:
             same = (a.get("response"), a.get("error") is None) == (b.get("response"), b.get("error") is None)
+            # The same answer to another prompt (other turns, another text) is not a reproduction of the cell.
+            same = same and a.get("prompt_sha256", "") == b.get("prompt_sha256", "")
             if with_probs:
                 gap = probability_gap(a, b)
                 same = same and gap <= PROB_TOLERANCE

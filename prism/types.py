@@ -97,19 +97,45 @@ class Question:
         )
 
 
+#: The roles a turn of a conversation can have (prism.turns); a prompt's last turn is always ``user``.
+ROLES: tuple[str, ...] = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation: who says it and what.
+
+    Attributes:
+        role: ``system``, ``user`` or ``assistant`` (:data:`ROLES`).
+        content: The exact text of the message.
+    """
+
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"role", "content"}``: a chat message as every backend's API and the raw record write it."""
+        return {"role": self.role, "content": self.content}
+
+
 @dataclass(frozen=True)
 class Prompt:
-    """A question rendered under one condition: the exact text the model sees.
+    """A question rendered under one condition: the exact conversation the model sees.
+
+    The conversation is :attr:`turns`: the earlier turns (a system turn, later demonstrations), then the user
+    turn holding the question, whose text is :attr:`text`. A one-turn prompt has no earlier turns, and its
+    hash (so its store key) is the hash of its text alone, exactly as before prompts had turns.
 
     Attributes:
         question_id: Id of the rendered question.
         condition: Condition name, e.g. ``P2``.
-        text: The full prompt text sent as the single user message.
+        text: The exact text of the last user turn, the one holding the question.
         displayed_labels: Labels as shown to the model, in display order.
         canonical_labels: For each displayed position, the canonical label of the option shown there,
             so a displayed answer maps back to the canonical option.
         displayed_options: Option texts in display order (the parser may match on them).
         template_version: Version of the condition templates that produced the text.
+        earlier_turns: The turns sent before the user turn, in order (``()`` for a one-turn prompt).
     """
 
     question_id: str
@@ -119,11 +145,37 @@ class Prompt:
     canonical_labels: tuple[str, ...]
     displayed_options: tuple[str, ...]
     template_version: str
+    earlier_turns: tuple[Turn, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse a conversation no chat API could send (checked in :func:`prism.turns.check_turns`)."""
+        if self.earlier_turns:
+            from prism.turns import check_turns
+
+            check_turns(self.turns, f"question {self.question_id!r}, condition {self.condition!r}")
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        """Every turn in order, the user turn holding the question last."""
+        return (*self.earlier_turns, Turn("user", self.text))
+
+    def messages(self) -> list[dict[str, str]]:
+        """The turns as chat messages (``[{"role", "content"}, ...]``), exactly as every backend sends them."""
+        return [turn.to_dict() for turn in self.turns]
 
     @property
     def sha256(self) -> str:
-        """Hex sha256 of the prompt text; part of the store key."""
-        return sha256_text(self.text)
+        """Hex sha256 of the prompt; part of the store key.
+
+        Of the text alone for a one-turn prompt (so every key stored before turns existed still serves),
+        else of the canonical JSON of every turn (:func:`prism.turns.turns_sha256`): two prompts whose user
+        turns are the same but whose system turns differ never share a stored completion.
+        """
+        if not self.earlier_turns:
+            return sha256_text(self.text)
+        from prism.turns import turns_sha256
+
+        return turns_sha256(self.turns)
 
     def canonical_for(self, displayed: str) -> str:
         """Map a displayed label (exactly as in ``displayed_labels``) to its canonical label."""

@@ -19,6 +19,7 @@ ORDER = [
     "prism",  # __init__: the version only
     "prism.errors",
     "prism.types",
+    "prism.turns",
     "prism.records",
     "prism.formatting",
     "prism.config",

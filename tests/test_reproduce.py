@@ -30,6 +30,13 @@ def test_diff_cells_classifies_every_cell() -> None:
                      ("q3", "P0"): "missing", ("q4", "P0"): "extra"}
 
 
+def test_the_same_answer_to_other_turns_is_not_a_reproduced_cell() -> None:
+    asked = {**record("q1", "system_generic", "A"), "prompt_sha256": "turns-as-logged"}
+    other = {**record("q1", "system_generic", "A"), "prompt_sha256": "turns-asked-again-otherwise"}
+    assert diff_cells([asked], [asked])["status"].tolist() == ["identical"]
+    assert diff_cells([asked], [other])["status"].tolist() == ["different"]
+
+
 def test_diff_metrics_treats_nan_as_equal_and_tolerates_float_noise() -> None:
     table = diff_metrics({"a": 0.5, "b": float("nan"), "c": 1.0}, {"a": 0.5 + 1e-15, "b": float("nan"), "d": 2.0})
     assert table.set_index("metric")["same"].to_dict() == {"a": True, "b": True, "c": False, "d": False}

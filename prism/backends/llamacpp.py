@@ -122,10 +122,10 @@ def resolve_model_path(model: LlamaCppModelConfig) -> Path:
 
 
 def build_request(request: Request) -> dict[str, Any]:
-    """The keyword arguments for ``create_chat_completion``: the prompt as the single user message."""
+    """The keyword arguments for ``create_chat_completion``: the prompt's turns as the messages, in order."""
     params = request.params
     kwargs: dict[str, Any] = {
-        "messages": [{"role": "user", "content": request.prompt.text}],
+        "messages": request.prompt.messages(),
         "temperature": params.temperature,
         "max_tokens": params.max_tokens,
         "seed": params.seed,
@@ -154,6 +154,50 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         label_reading=label_reading,
         finish_reason=reason if isinstance(reason, str) else None,
     )
+
+
+# Texts no chat template writes on its own: a system turn is kept when its probe shows in the rendering.
+_SYSTEM_PROBE = "PRISM-SYSTEM-TURN-PROBE"
+_USER_PROBE = "PRISM-USER-TURN-PROBE"
+
+
+class _Rendered(Exception):
+    """Carries the prompt a chat handler rendered out of it, before any token is evaluated."""
+
+    def __init__(self, prompt: str) -> None:
+        super().__init__(prompt)
+        self.prompt = prompt
+
+
+class _RenderOnly:
+    """Stands in for the model in a llama-cpp-python chat handler: its first model call is ``tokenize``."""
+
+    verbose = False
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        """Stop the handler with the text it rendered."""
+        raise _Rendered(text.decode("utf-8", errors="replace"))
+
+
+def rendered_prompt(llm: Any, messages: list[dict[str, str]]) -> str:
+    """The text ``llm``'s chat handler makes of ``messages``: exactly what ``create_chat_completion`` tokenizes.
+
+    The handler is looked up as llama-cpp-python looks it up (an explicit handler, the GGUF's templates, then
+    the registered formats) and run against a stand-in whose ``tokenize`` stops it, so nothing is evaluated.
+
+    Raises:
+        BackendError: If the handler never reaches tokenization (a format this check cannot read).
+    """
+    from llama_cpp import llama_chat_format
+
+    handler = (llm.chat_handler or llm._chat_handlers.get(llm.chat_format)
+               or llama_chat_format.get_chat_completion_handler(llm.chat_format))
+    try:
+        handler(llama=_RenderOnly(), messages=messages)  # type: ignore[arg-type]  # a stand-in, plain dicts
+    except _Rendered as rendered:
+        return rendered.prompt
+    raise BackendError(f"the chat handler of chat_format {llm.chat_format!r} did not render a prompt; PRISM cannot "
+                       "tell whether it keeps a system turn.")
 
 
 class FirstLogits:
@@ -262,6 +306,42 @@ class LlamaCppBackend:
         self._label_ids.update(label_token_ids(self._vocabulary(), labels - set(self._label_ids)))
         check_label_sets(label_sets, "llamacpp", FULL, self._label_ids)
 
+    def check_system_turns(self, conditions: list[str]) -> None:
+        """Refuse, before inference, a chat template that would drop a system turn.
+
+        A probe conversation (a system turn, a user turn) is rendered through the model's chat handler; the
+        system turn is kept when its text shows in the rendering (in a system block, or embedded in the first
+        user turn as the llama-2 format does). llama-cpp-python's ``gemma`` format drops it silently, and a
+        template may refuse the role outright: both stop the run here, naming the conditions and the model.
+
+        Raises:
+            BackendError: If the model's chat template would lose the system turn of ``conditions``.
+        """
+        from llama_cpp import Llama
+
+        llm = self._llm or Llama(model_path=str(self._path), vocab_only=True, chat_format=self._cfg.chat_format,
+                                 verbose=False)
+        probe = [{"role": "system", "content": _SYSTEM_PROBE}, {"role": "user", "content": _USER_PROBE}]
+        try:
+            try:
+                text = rendered_prompt(llm, probe)
+                problem = None if _SYSTEM_PROBE in text else "renders no system turn: it drops system messages"
+            except BackendError:
+                raise
+            except Exception as exc:  # a Jinja template's raise_exception, or any formatter's own refusal
+                problem = f"refuses a system message ({type(exc).__name__}: {exc})"
+            fmt = llm.chat_format
+        finally:
+            if llm is not self._llm:
+                llm.close()
+        if problem is not None:
+            raise BackendError(
+                f"conditions {conditions} send a system turn, but the chat template of model {self._cfg.name!r} "
+                f"(llama.cpp chat_format {fmt!r}) {problem}, so the model would never see it; nothing was asked. "
+                "Use a condition set without system turns, a model whose chat template has a system role (e.g. "
+                "model=smollm2), or set model.chat_format to a format with one."
+            )
+
     def _read_labels(self, logits: Any, labels: tuple[str, ...]) -> LabelReading:
         missing = [label for label in labels if label not in self._label_ids]
         if missing:
@@ -301,5 +381,5 @@ class LlamaCppBackend:
 # The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.
 LLAMACPP = register_backend(BackendEntry(
     "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx",),
-    capabilities=frozenset({"label_probs"}),
+    capabilities=frozenset({"label_probs", "system_turn"}),
 ))

@@ -3,7 +3,7 @@
 The server is ``model.host``, else ``OLLAMA_HOST``, else ``http://localhost:11434``; the address is
 checked before anything is sent. Identity is the digest the server lists for the tag (``/api/tags``),
 read before the first request: a tag such as ``llama3`` can point at other weights tomorrow, its digest
-cannot. Each request is one non-streamed ``/api/chat`` call with the prompt as the single user message.
+cannot. Each request is one non-streamed ``/api/chat`` call with the prompt's turns as its messages.
 A refused or dropped connection, a timeout or a busy server is retried by :mod:`prism.backends.retry`
 within ``model.retry_budget_s``, then the run stops with a :class:`BackendError`; a reply whose body is
 not a chat completion is a failed request (``error`` set), never an answer.
@@ -176,7 +176,7 @@ def find_listed(models: Iterable[Mapping[str, Any]], tag: str) -> Mapping[str, A
 
 
 def build_request(request: Request, model: str, num_ctx: int | None = None) -> dict[str, Any]:
-    """The ``/api/chat`` body: the prompt as the single user message, no streaming, mapped options.
+    """The ``/api/chat`` body: the prompt's turns as the messages, no streaming, mapped options.
 
     Canonical parameters map to Ollama's option names (``max_tokens`` -> ``num_predict``); ``seed``,
     ``top_p`` and ``top_k`` are sent only when set, so the model's own defaults are not overridden by
@@ -194,7 +194,7 @@ def build_request(request: Request, model: str, num_ctx: int | None = None) -> d
         options["num_ctx"] = num_ctx
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": request.prompt.text}],
+        "messages": request.prompt.messages(),
         "stream": False,
         "options": options,
     }
@@ -442,5 +442,6 @@ def _classify(exc: Exception) -> Transient | None:
 
 # The backend's one entry: model.backend="ollama" finds its schema, factory and capabilities here.
 OLLAMA = register_backend(BackendEntry(
-    "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx",), capabilities=frozenset({"label_probs"}),
+    "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx",),
+    capabilities=frozenset({"label_probs", "system_turn"}),
 ))

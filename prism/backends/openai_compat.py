@@ -2,7 +2,7 @@
 
 vLLM, SGLang, TGI, llama.cpp's servers, LM Studio, Ollama's ``/v1`` and hosted APIs all answer
 ``POST {base_url}/chat/completions``; this backend asks them through the official ``openai`` client, one
-non-streamed request per cell with the prompt as the single user message.
+non-streamed request per cell with the prompt's turns as its messages.
 
 Key. ``model.api_key_env`` names the environment variable that holds the API key; the key itself is
 never in the config, a log line, an artifact, a param, a tag, a record or an error message. With
@@ -355,5 +355,5 @@ class OpenAIBackend(RemoteBackend):
 
 # The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
 OPENAI = register_backend(BackendEntry(
-    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs"}),
+    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs", "system_turn"}),
 ))

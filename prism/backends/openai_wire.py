@@ -123,7 +123,7 @@ def check_extra_body(value: Any) -> dict[str, Any]:
 
 def build_request(request: Request, model: str, extra_body: Mapping[str, Any] | None = None,
                   send_top_k: bool = False) -> dict[str, Any]:
-    """The chat-completions JSON body: the prompt as the single user message, no streaming.
+    """The chat-completions JSON body: the prompt's turns as the messages, no streaming.
 
     ``seed`` is sent when set, ``top_p`` when set, ``top_k`` only with ``send_top_k`` (see
     :func:`not_sent`), ``logprobs`` and ``top_logprobs`` (the most servers return, 20) with
@@ -132,7 +132,7 @@ def build_request(request: Request, model: str, extra_body: Mapping[str, Any] | 
     params = request.params
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": request.prompt.text}],
+        "messages": request.prompt.messages(),
         "stream": False,
         "temperature": params.temperature,
         "max_tokens": params.max_tokens,

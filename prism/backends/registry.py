@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -26,7 +26,9 @@ from prism.config import ModelConfig
 
 #: What a backend can do beyond generating text. ``label_probs``: the first reply token's probabilities
 #: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
-Capability = Literal["label_probs"]
+#: ``system_turn``: it sends a system turn as a system message (``prism.turns``); a backend whose model may
+#: still lose one (a chat template without a system role) also has ``check_system_turns(conditions)``.
+Capability = Literal["label_probs", "system_turn"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 
@@ -185,3 +187,35 @@ def require_label_probs(backend: Backend, name: str, label_sets: Mapping[str, tu
         )
     checked: LabelProbsBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
     checked.check_label_probs(label_sets)
+
+
+def require_system_turns(backend: Backend, name: str, roles: Mapping[str, Iterable[str]]) -> None:
+    """Stop before inference unless ``backend`` sends the system turns these conditions' prompts have.
+
+    A backend whose entry lacks the ``system_turn`` capability is refused. One that has it may still depend
+    on its model: a backend class with a ``check_system_turns(conditions)`` method (llama.cpp, whose chat
+    template may have no system role) raises when its model would drop the system turn. A run without
+    system turns checks nothing.
+
+    Args:
+        backend: The run's backend.
+        name: Its name (``model.backend``), for the message.
+        roles: Condition name -> the roles of its prompts' turns (:func:`prism.turns.turn_roles`).
+
+    Raises:
+        BackendError: Naming the conditions with a system turn, the backend and what to use instead.
+    """
+    conditions = [c for c, found in roles.items() if "system" in set(found)]
+    if not conditions:
+        return
+    entries = backend_entries()
+    entry = entries.get(name)
+    if entry is None or "system_turn" not in entry.capabilities:
+        able = sorted(n for n, e in entries.items() if "system_turn" in e.capabilities)
+        raise BackendError(
+            f"conditions {conditions} send a system turn, but the {name!r} backend cannot send one, so nothing was "
+            f"asked. Use a backend that sends system turns ({', '.join(able)}), or a condition "
+            "set without system turns (every set but conditions=turns and a grid crossing its axis)."
+        )
+    if hasattr(entry.factory, "check_system_turns"):
+        backend.check_system_turns(conditions)  # type: ignore[attr-defined]  # the class declares it

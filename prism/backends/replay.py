@@ -294,5 +294,5 @@ class ReplayBackend:
 
 # The backend's one entry: model.backend="replay" finds its schema, factory and capabilities here.
 REPLAY = register_backend(BackendEntry(
-    "replay", ReplayModelConfig, ReplayBackend, capabilities=frozenset({"label_probs"}),
+    "replay", ReplayModelConfig, ReplayBackend, capabilities=frozenset({"label_probs", "system_turn"}),
 ))

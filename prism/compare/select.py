@@ -20,6 +20,7 @@ import pandas as pd
 
 from prism.errors import PrismError
 from prism.stats.basics import answer_categories
+from prism.turns import shown_prompt
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -397,14 +398,17 @@ def load_scored(path: Path) -> pd.DataFrame:
 
 
 def load_prompts(path: Path) -> dict[str, str]:
-    """Map prompt sha256 to prompt text from a run's ``responses.jsonl`` (scored records drop the text)."""
+    """Map prompt sha256 to prompt text from a run's ``responses.jsonl`` (scored records drop the text).
+
+    A prompt of several turns is shown whole, each turn under its role (:func:`prism.turns.shown_prompt`).
+    """
     prompts: dict[str, str] = {}
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 record = json.loads(line)
                 if record.get("prompt_sha256") and record.get("prompt") is not None:
-                    prompts[str(record["prompt_sha256"])] = str(record["prompt"])
+                    prompts[str(record["prompt_sha256"])] = shown_prompt(record)
     return prompts
 
 

@@ -81,7 +81,9 @@ def axes_of(members: Sequence[Member], baseline: str, declared: Mapping[str, Any
     """
     names = [m.name for m in members]
     families = list(dict.fromkeys(m.family for m in members if m.name != baseline))
-    unused = sorted(set(declared) - set(families))
+    # The baseline's own family may be declared (shared/p1.yaml declares P1's, and conditions=turns has P1
+    # as its baseline); it is no axis, since nothing of the set moves off the baseline along it.
+    unused = sorted(set(declared) - {m.family for m in members})
     if unused:
         raise SpecError(f"families: declares {unused}, but no condition of the set is of that family; known "
                         f"families: {families}")

@@ -162,8 +162,14 @@ def subjective_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise ConditionError(f"{where}: instructions {missing} have no subjective wording; add them under "
                              "subjective.instructions.")
+    system_prompts: Mapping[str, str] = wording.get("system_prompts") or {}
+    missing = sorted(set(cfg.get("system_prompts") or {}) - set(system_prompts))
+    if missing:
+        raise ConditionError(f"{where}: system prompts {missing} have no subjective wording; add them under "
+                             "subjective.system_prompts.")
     return {**cfg, "closing": wording["closing"], "conditions": conditions,
             "instructions": {name: instructions[name] for name in cfg.get("instructions") or {}},
+            "system_prompts": {name: system_prompts[name] for name in cfg.get("system_prompts") or {}},
             "template_version": f"{cfg['template_version']}+subjective.{wording['version']}"}
 
 

@@ -18,6 +18,7 @@ from prism.backends.base import Backend, Request
 from prism.label_probs import LABEL_FIELDS
 from prism.records import RawRecord
 from prism.run.store import CompletionStore, ResponseLog, store_key
+from prism.turns import earlier_field
 from prism.types import PROTOCOL_VERSION, Completion, ModelIdentity
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ def raw_record(
         protocol_version=PROTOCOL_VERSION,
         cached=cached,
         error=error,
+        turns=earlier_field(prompt.turns),
         **{k: completion[k] for k in LABEL_FIELDS if k in completion and error is None},
     )
 

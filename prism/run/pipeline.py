@@ -20,7 +20,7 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request
-from prism.backends.registry import create_backend, keyed_settings, require_label_probs
+from prism.backends.registry import create_backend, keyed_settings, require_label_probs, require_system_turns
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -41,6 +41,7 @@ from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.run.writable import check_writable_dirs
+from prism.turns import turn_roles, write_conversations
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
 
 log = logging.getLogger(__name__)
@@ -301,9 +302,11 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         prompts = render_all(frozen.questions, condition_set)
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
+        require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
+        write_conversations(out / "prompts", condition_set.name, prompts)
         tracker = RecordingTracker(
             MlflowTracker(
                 resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server),

@@ -56,15 +56,18 @@ class LlamaServer:
     """One ``llama_cpp.server`` process at a time, restartable on the same port."""
 
     def __init__(self, log_dir: Path, api_key: str | None = None, port: int | None = None, threads: int = THREADS,
-                 verbose: bool = False, extra_args: Sequence[str] = ()) -> None:
+                 verbose: bool = False, extra_args: Sequence[str] = (), prompt_log: Path | None = None) -> None:
         """``threads`` is ``--n_threads``; ``verbose`` makes llama.cpp log each request's prompt evaluation and
-        ``extra_args`` are further server flags (e.g. ``("--cache", "true")``), both for the benchmarks."""
+        ``extra_args`` are further server flags (e.g. ``("--cache", "true")``), both for the benchmarks;
+        ``prompt_log`` runs it through ``prompt_logging_server.py``, which writes each prompt the server's chat
+        template rendered to that file (one JSON line per request: its messages and the rendered prompt)."""
         self.log_dir = log_dir
         self.api_key = api_key
         self.port = port or free_port()
         self.threads = threads
         self.verbose = verbose
         self.extra_args = tuple(extra_args)
+        self.prompt_log = prompt_log
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
@@ -82,7 +85,9 @@ class LlamaServer:
         """Start the server and wait until ``/v1/models`` answers (generous: CI machines can be loaded)."""
         self.starts += 1
         self._log_path = self.log_dir / f"llama-server-{self.port}-{self.starts}.log"
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--model_alias", ALIAS,
+        launcher = (["-m", "llama_cpp.server"] if self.prompt_log is None else
+                    [str(Path(__file__).with_name("prompt_logging_server.py")), str(self.prompt_log)])
+        command = [sys.executable, *launcher, "--model", str(smollm2_gguf()), "--model_alias", ALIAS,
                    "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", str(self.threads),
                    "--verbose", str(self.verbose).lower(), *self.extra_args]
         if self.api_key is not None:

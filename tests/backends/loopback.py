@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Any, Self
 
 
 class _Server(ThreadingHTTPServer):
@@ -54,3 +54,9 @@ class LoopbackServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def conversation_text(messages: list[dict[str, Any]]) -> str:
+    """What a stand-in answers from: every message's content in order, so a system turn moves the answer as it
+    could a model's; a one-message conversation is that message's content, as before stand-ins read turns."""
+    return "\n\n".join(str(m.get("content", "")) for m in messages)

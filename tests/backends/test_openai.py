@@ -618,3 +618,41 @@ def test_a_server_that_returns_no_logprobs_stops_the_run_before_inference(monkey
                 backend.check_label_probs({"P0": ("A", "B")})
         finally:
             backend.close()
+
+
+def test_the_turns_set_reaches_the_stand_in_as_messages_turn_for_turn(workdir: Path, data_dir: Path) -> None:
+    from .openai_stub import MODEL, OpenAIStub
+
+    with OpenAIStub() as stub:
+        cfg = compose_config([*run_overrides(workdir, data_dir), "model=openai", f"model.base_url={stub.url}",
+                              f"model.name={MODEL}", "conditions=turns", "dataset.n=3"])
+        result = run(cfg, output_dir=workdir / "out")
+    raw = raw_records(result.output_dir)
+    assert len(raw) == 12 and all(r["error"] is None for r in raw)
+    chats = [c for c in stub.chats if c.get("max_tokens") != 1]  # without the identity probe
+    sent = sorted(json.dumps(c["messages"], sort_keys=True) for c in chats)
+    recorded = ([*(r.get("turns") or []), {"role": "user", "content": r["prompt"]}] for r in raw)
+    assert sent == sorted(json.dumps(messages, sort_keys=True) for messages in recorded)
+    assert sum(1 for c in chats if c["messages"][0]["role"] == "system") == 9  # three conditions x three questions
+
+
+@pytest.mark.model
+def test_the_real_server_renders_a_system_turn_as_its_templates_system_block(workdir: Path, data_dir: Path) -> None:
+    prompt_log = workdir / "rendered.jsonl"
+    server = LlamaServer(workdir, prompt_log=prompt_log).start()
+    try:
+        cfg = compose_config([*run_overrides(workdir, data_dir), "model=openai", f"model.base_url={server.url}",
+                              f"model.name={ALIAS}", "conditions=turns", "dataset.n=1", SAME_AS_IN_PROCESS])
+        result = run(cfg, output_dir=workdir / "out")
+    finally:
+        server.stop()
+    raw = raw_records(result.output_dir)
+    assert len(raw) == 4 and all(r["error"] is None for r in raw)
+    rendered = [json.loads(line) for line in prompt_log.open()]
+    by_messages = {json.dumps(r["messages"], sort_keys=True): r["prompt"] for r in rendered}
+    for r in raw:
+        messages = [*(r.get("turns") or []), {"role": "user", "content": r["prompt"]}]
+        text = by_messages[json.dumps(messages, sort_keys=True)]  # the server rendered exactly these messages
+        system = r["turns"][0]["content"] if r.get("turns") else "You are a helpful AI assistant named SmolLM"
+        assert text.startswith(f"<|im_start|>system\n{system}"), text[:200]
+        assert f"<|im_start|>user\n{r['prompt']}<|im_end|>" in text

@@ -192,7 +192,10 @@ def test_properties_hold_on_generated_questions(q: Question, seed: int, robustne
 def _fingerprint(name: str) -> dict[str, str]:
     cs = condition_set_from_config(conditions_cfg(name))
     questions = [sample_question(f"q{i}") for i in range(3)]
-    texts = [render(q, c, cs).text for c in cs.conditions for q in questions]
+    prompts = [render(q, c, cs) for c in cs.conditions for q in questions]
+    # A prompt of several turns counts every turn (a changed system prompt is a changed prompt); a one-turn
+    # prompt its text, as before prompts had turns, so the recorded fingerprints of those sets still hold.
+    texts = [json.dumps(p.messages()) if p.earlier_turns else p.text for p in prompts]
     return {"template_version": cs.template_version, "sha256": hashlib.sha256("\0".join(texts).encode()).hexdigest()}
 
 

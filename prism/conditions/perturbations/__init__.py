@@ -20,7 +20,11 @@ step (``op:``)        what it does                                 attributes
                       levels of one family nested
 ``remove_answer``     the correct option out, an added one         answer (causal: the
                       (``to:``) last; it becomes the key           key moves)
+``system``            a system turn with a system prompt (``to:``) turn
 ====================  ===========================================  =====================
+
+and ``instruction_to_system`` (attribute ``turn``), which moves the instruction paragraph from the user turn
+into the system turn word for word (:mod:`prism.conditions.perturbations.turns`).
 
 Every step's output is checked (:mod:`prism.conditions.perturbations.checks`) while the requests are built, before
 any model sees a prompt; a failure raises :class:`PerturbationError` naming the question and the step.

@@ -5,8 +5,9 @@ still the canonical option it claims to be, so the key maps through the permutat
 told apart and are named by the closing, nothing outside the step's declared attributes changed, numbers
 in the stem are untouched, the same seed gives the same variant, and the step's own ``verify`` holds.
 ``check_prompt`` then reads the rendered text: it ends with the output requirement and shows the stem and
-every option line, in display order. A failure raises ``PerturbationError`` naming the question, the
-condition and the step.
+every option line, in display order, and its turns: the system turn is the variant's own and the
+instruction sits in the turn the variant says, word for word. A failure raises ``PerturbationError``
+naming the question, the condition and the step.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from collections.abc import Callable
 
 from prism.conditions.perturbations.labels import closing_for, label_kind
 from prism.conditions.perturbations.step import Step
-from prism.conditions.perturbations.variant import ATTRIBUTE_FIELDS, PerturbationError, Variant, option_lines
-from prism.types import Prompt, Question
+from prism.conditions.perturbations.variant import (
+    ATTRIBUTE_FIELDS,
+    PerturbationError,
+    Variant,
+    option_lines,
+    system_text,
+)
+from prism.types import Prompt, Question, Turn
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
@@ -163,6 +170,20 @@ def check_prompt(variant: Variant, prompt: Prompt, question: Question | None = N
         variant.labels, variant.canonical, variant.options
     ):
         return "the prompt's label map is not the variant's"
+    return _turns(variant, prompt)
+
+
+def _turns(variant: Variant, prompt: Prompt) -> str | None:
+    """The system turn is the variant's own, and its instruction sits in exactly the turn the variant says."""
+    system = system_text(variant)
+    expected = (Turn("system", system),) if system else ()
+    if prompt.earlier_turns != expected:
+        return f"the turns before the user turn are {list(prompt.earlier_turns)}, not the variant's {list(expected)}"
+    if variant.instruction:
+        user, other = (prompt.text, system) if variant.instruction_turn == "user" else (system, prompt.text)
+        if variant.instruction not in user or variant.instruction in other:
+            return (f"the instruction must sit in the {variant.instruction_turn} turn only, word for word: "
+                    f"{variant.instruction!r}")
     return None
 
 

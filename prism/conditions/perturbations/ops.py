@@ -46,6 +46,7 @@ class Library:
         synonyms: Word -> its reviewed near-synonyms.
         protected_words: Words typos never touch (lower case).
         added_options: Wording name -> the text of an option a step adds ("None of the other options").
+        system_prompts: System prompt name -> its text (``system`` steps, :mod:`prism.conditions.perturbations.turns`).
     """
 
     closing: str
@@ -55,6 +56,7 @@ class Library:
     synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     protected_words: frozenset[str] = frozenset()
     added_options: Mapping[str, str] = field(default_factory=dict)
+    system_prompts: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Library:
@@ -67,6 +69,7 @@ class Library:
             synonyms={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("synonyms") or {}).items()},
             protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
             added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
+            system_prompts={str(k): str(v) for k, v in (cfg.get("system_prompts") or {}).items()},
         )
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from prism.errors import PrismError
-from prism.types import Prompt, Question
+from prism.types import Prompt, Question, Turn
 
-Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer"]
+Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer", "turn"]
 
 # Which Variant fields each attribute covers. A step may change only the fields of the attributes it
 # declares; ``question_id`` belongs to none, so no step may ever change it.
@@ -29,7 +29,13 @@ ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
     # The option set itself and the key that follows it: a step that removes the correct option and adds
     # another (prism.conditions.perturbations.missing) changes which option is correct, so it declares this one.
     "answer": ("options", "canonical", "key", "added"),
+    # Which turn an instruction sits in (prism.perturbations.turns): a system turn of its own, and whether the
+    # instruction paragraph is in the user turn or the system turn. The instruction's words are not part of it.
+    "turn": ("system", "instruction_turn"),
 }
+
+#: Where an instruction paragraph can sit.
+INSTRUCTION_TURNS = ("user", "system")
 
 LAYOUT_FIELDS = ("question", "options", "closing")
 OPTION_FIELDS = ("label", "text")
@@ -96,6 +102,9 @@ class Variant:
             unless a step of attribute ``answer`` moved it), or None for an item without a key. Steps read it
             to build the prompt; it never reaches the prompt or the parser, only scoring.
         added: (canonical label, text) of every option a step added; their labels come after the question's.
+        system: A system prompt of its own (``You are a helpful assistant.``); empty for none.
+        instruction_turn: The turn the instruction paragraph sits in: ``user`` (before the question, as in P1)
+            or ``system`` (the system turn, after ``system`` when there is one).
     """
 
     question_id: str
@@ -108,11 +117,13 @@ class Variant:
     format: Format
     key: str | None = None
     added: tuple[tuple[str, str], ...] = ()
+    system: str = ""
+    instruction_turn: str = "user"
 
     def changed_fields(self, other: Variant) -> set[str]:
         """Names of the fields whose values differ between this variant and ``other``."""
         names = ("question_id", "instruction", "stem", "options", "canonical", "labels", "closing", "format", "key",
-                 "added")
+                 "added", "system", "instruction_turn")
         return {name for name in names if getattr(self, name) != getattr(other, name)}
 
 
@@ -139,8 +150,14 @@ def option_lines(variant: Variant) -> list[str]:
     ]
 
 
+def system_text(variant: Variant) -> str:
+    """The system turn's text: the system prompt, then the instruction when it sits there; empty for no turn."""
+    moved = variant.instruction if variant.instruction_turn == "system" else ""
+    return variant.format.paragraph.join(part for part in (variant.system, moved) if part)
+
+
 def render_text(variant: Variant) -> str:
-    """The prompt text: the instruction paragraph (if any), then the filled layout."""
+    """The user turn's text: the instruction paragraph (if any, and if it sits there), then the filled layout."""
     body = fill(
         variant.format.layout,
         {
@@ -149,11 +166,13 @@ def render_text(variant: Variant) -> str:
             "closing": variant.closing,
         },
     )
-    return f"{variant.instruction}{variant.format.paragraph}{body}" if variant.instruction else body
+    instruction = variant.instruction if variant.instruction_turn == "user" else ""
+    return f"{instruction}{variant.format.paragraph}{body}" if instruction else body
 
 
 def to_prompt(variant: Variant, condition: str, template_version: str) -> Prompt:
-    """The prompt a model sees for ``variant``, with the displayed -> canonical label map."""
+    """The prompt a model sees for ``variant`` (a system turn when it has one), with the displayed -> canonical map."""
+    system = system_text(variant)
     return Prompt(
         question_id=variant.question_id,
         condition=condition,
@@ -162,4 +181,5 @@ def to_prompt(variant: Variant, condition: str, template_version: str) -> Prompt
         canonical_labels=variant.canonical,
         displayed_options=variant.options,
         template_version=template_version,
+        earlier_turns=(Turn("system", system),) if system else (),
     )
