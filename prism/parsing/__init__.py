@@ -46,13 +46,16 @@ import re
 from collections.abc import Sequence
 
 from prism.parsing.cues import REFUSAL
+from prism.parsing.invented import opens_with_invented_question
 from prism.parsing.labels import patterns_for, resolve
+from prism.parsing.phrases import phrase_label
+from prism.parsing.quotes import mask
 from prism.parsing.signals import Options, decide, norm
 from prism.parsing.text import answer_part, normalize
 from prism.types import Parsed
 
 # Bump on ANY change that could alter what a response parses to: it is logged with every run.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 
 METHODS = (
     "exact",
@@ -63,6 +66,9 @@ METHODS = (
     "enumeration",
     "ambiguous",
     "option_text",
+    "phrase",
+    "structured",
+    "invented",
     "refusal",
     "truncated",
     "none",
@@ -70,7 +76,7 @@ METHODS = (
 )
 
 # The methods that recover no label (the response is UNKNOWN).
-UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "refusal", "truncated", "none", "empty"})
+UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "invented", "refusal", "truncated", "none", "empty"})
 
 # Values of ``finish_reason`` that mean the output limit cut the reply (OpenAI, llama.cpp and Ollama
 # say "length"; Anthropic-style APIs "max_tokens").
@@ -111,11 +117,16 @@ def _read(text: str, labels: Sequence[str], options: Options) -> Parsed:
     if patterns is not None:
         label = resolve(text, patterns)
         if label is not None:
-            return _answer(label, "exact", compliant=True)
+            if text.casefold() == normalize(label).strip().casefold():
+                return _answer(label, "exact", compliant=True)
+            return _answer(label, "phrase")  # a phrase label with other spacing, hyphens or accents
         bare = patterns.bare.fullmatch(text)
         if bare is not None and (label := resolve(bare.group("label"), patterns)) is not None:
             return _answer(label, "bare")
-        decided = decide(text, patterns, options)
+        if opens_with_invented_question(text, patterns, options):
+            return _unknown("invented")
+        # Quoted answer statements and clauses attributed to the user or a hint are not the reply's own.
+        decided = decide(mask(text), patterns, options)
         if decided is not None:
             return _unknown(decided.method) if decided.label is None else _answer(decided.label, decided.method)
     whole = norm(text)
@@ -124,6 +135,9 @@ def _read(text: str, labels: Sequence[str], options: Options) -> Parsed:
         return _answer(next(iter(hits)), "option_text")
     if hits:  # two options with the same text: no way to tell which was meant
         return _unknown("ambiguous")
+    phrase = phrase_label(text, labels)
+    if phrase is not None:  # "strongly-disagree", "Tout a fait d'accord", "Agree (4)"
+        return _answer(phrase, "phrase")
     if REFUSAL.search(text) and not any(_contains(whole, option) for option in options.echo):
         return _unknown("refusal")
     return _unknown("none")
@@ -150,9 +164,10 @@ def parse_response(
     if part.unfinished_think:
         return _unknown("truncated")
     parsed = _read(part.text, labels, _options(labels, options))
-    if part.field and parsed.method in ("exact", "bare"):
-        # A JSON field holding only the label answers; it is not the bare reply that was asked for.
-        parsed = _answer(parsed.displayed or "", "statement")
+    if part.field and parsed.displayed is not None:
+        # A label read from a JSON answer field: not the bare reply that was asked for, whatever rule read
+        # the field's value (a label, "4) text", an option's text).
+        parsed = _answer(parsed.displayed, "structured")
     if finish_reason in LIMIT_REACHED and parsed.method in _CUT_SHORT:
         return _unknown("truncated")
     return parsed
