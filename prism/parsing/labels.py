@@ -27,7 +27,7 @@ CLOSE = r"[)\]}'\"’”*_」』】]*"
 _NOT_AFTER_OPEN = r"(?<![(\[{'\"‘“*_「『【])"
 # After a label inside a sentence: only punctuation, then white space, the end or a CJK character. This
 # keeps "3.5 m/s" from naming label 3 and "B's" or "B-type" from naming B, while "B." and "(B)," do.
-_LABEL_END = rf"(?=(?:[^\w\s]|_)*(?:\s|$|[{CJK}]))"
+_LABEL_END = rf"(?=(?:[^\w\s]|_)*(?:\s|$|[{CJK}])|[\u3000-\u303f])"  # or CJK punctuation: "B、D"
 # Words a completion-style reply may put before its label, continuing the prompt's own cue
 # ("... the answer is" -> " most likely D, backpack.").
 _FILLER = r"(?:most[^\S\n]+likely[^\S\n]+)?"

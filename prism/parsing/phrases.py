@@ -15,7 +15,9 @@ from collections.abc import Sequence
 
 _SEPARATORS = re.compile(r"[\s_\-‐‑–—/]+")
 # A scale position written before or after the phrase: "4 - Agree", "(4) Agree", "Agree (4)", "Agree: 4".
-_SCALE = re.compile(r"\A\s*[(\[]?\d{1,2}[)\].:]?\s*(?:[-–—:]\s*)?(?=\D)|(?<=\D)\s*(?:[-–—:]\s*)?[(\[]?\d{1,2}[)\]]?\s*\Z")
+_SCALE = re.compile(
+    r"\A\s*[(\[]?\d{1,2}[)\].:]?\s*(?:[-–—:]\s*)?(?=\D)|(?<=\D)\s*(?:[-–—:]\s*)?[(\[]?\d{1,2}[)\]]?\s*\Z"
+)
 _ENDS = " .,;:!?\"'`*()[]{}‘’“”«»。、"
 # Characters a multi-word label's words may be separated by in a response.
 _GAP = r"[\s_\-‐‑–—]+"
