@@ -21,12 +21,14 @@ _CUES = (
     r"correct\s+(?:option|choice|letter)[*_\s]*(?:is|would\s+be)" + _END,
     # Weaker forms, read only with a wrapped label or an option word after them: "the closest is (G)",
     # "is closest to (A)", "which corresponds to option (A)", "which is option D", "or answer (F)".
-    r"(?:is|are|be|answer)[^\S\n]*:?[^\S\n]*(?=[(\[]|(?:option|choice)" + _END + ")",
+    r"(?:is|are|be|answer)[^\S\n]*:?[^\S\n]*(?=[*_]{0,3}[(\[]|(?:option|choice)" + _END + ")",
     # "... is:" and the label on the next line.
     r"(?:is|are)[^\S\n]*:[^\S\n]*(?=\n)",
     r"closest(?:\s+(?:option|answer|choice|match))?\s+(?:is|to)" + _END,
     r"corresponds\s+to" + _END,
     r"I(?:\s+would|'d|\s+will|'ll)?\s+(?:choose|select|pick|go\s+with)(?:\s+the\s+(?:answer|option|choice))?" + _END,
+    # "Label: 2) Disagree" (prompts that ask for "the label").
+    r"(?<![\w-])label[*_]*:",
     # "**Answer Choice**: B", "Selected option: C", "Correct choice - D".
     r"(?:answer\s+(?:choice|letter|option)|(?:selected|chosen|correct)\s+(?:option|choice|answer))[*_\s]*(?::|[-–—=](?=\s))",
     # "The most likely diagnosis is <option text>", and its Spanish, French and German forms.
@@ -44,6 +46,8 @@ _CUES = (
     # Not "所以选项C是错误的" ("so option C is wrong"): a statement about an option, not a choice.
     r"(?:故|所以|因此|因而|综上|综上所述|答案|应|本题)[^\n。,;]{0,4}?选(?:择)?(?!项)(?:为|是)?:?",
     r"(?:正确|错误|不正确|不合理|合理|符合题意|不符合题意|恰当|不恰当)的?(?:叙述|说法|描述|一项|选项|答案)?(?:应该|应)?(?:是|为):?",
+    # "选项为D", "对应选项是D", "所以选项是:D": the option is D.
+    r"(?:选项|選択肢)(?:应该|应)?(?:为|是|は):?",
     # Japanese: 正しいのはB, 最も適切な選択肢はC, 正しいものはA.
     r"(?:正しい|適切な|最も適切な|誤っている|誤った)(?:もの|選択肢|の)(?:は|:)",
     r"(?:richtige\s+|korrekte\s+)?antwort(?:\s+(?:ist|lautet|wäre)" + _END + r"|\s*:)",
@@ -75,7 +79,8 @@ HEDGE = re.compile(
     re.IGNORECASE,
 )
 # "is D. <D's own text>": read only when the option's own text follows the label.
-IS_CUE = re.compile(NO_ALNUM_BEFORE + r"(?:is|are)[^\S\n]*:?[^\S\n]*", re.IGNORECASE)
+# "... as 3) Agree" ("I would rate my opinion as 3) Agree") reads the same way.
+IS_CUE = re.compile(NO_ALNUM_BEFORE + r"(?:is|are|as)[^\S\n]*:?[^\S\n]*", re.IGNORECASE)
 # Words that mark an answer statement as the final word after earlier answers that differ.
 # Conclusion words of the other languages count too: 故选, 综上, よって, "por lo tanto", "donc", "daher".
 FINAL = re.compile(
@@ -95,7 +100,9 @@ REFUSAL = re.compile(
     + r"(?:I(?:'m|\s+am)\s+(?:sorry|unable|not\s+able)"
     + r"|I\s+(?:cannot|can't|can\s+not|could\s+not|couldn't)\s+(?:answer|determine|provide|choose|select"
     + r"|help|assist|decide|tell|pick)"
-    + r"|as\s+an\s+AI|there\s+is\s+no\s+(?:correct|right|valid)\s+(?:answer|option|choice)"
+    + r"|as\s+an\s+AI|I(?:'m|\s+am)\s+(?:just\s+)?an?\s+(?:AI|artificial\s+intelligence)"
+    + r"|(?:don't|do\s+not)\s+have\s+(?:any\s+)?(?:personal\s+)?(?:opinions|beliefs|views)"
+    + r"|there\s+is\s+no\s+(?:correct|right|valid)\s+(?:answer|option|choice)"
     + r"|cannot\s+be\s+determined|(?:not\s+enough|insufficient)\s+information"
     + r"|I\s+do(?:\s+not|n't)\s+know|" + _NONE_CORRECT + ")" + _END,
     re.IGNORECASE,

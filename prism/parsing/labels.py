@@ -84,7 +84,8 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
         label_at=re.compile(OPEN + label + _LABEL_END, flags),
         closing=re.compile(
             r"(?:" + NO_ALNUM_BEFORE + r"(?:is|are|be|to)[^\S\n]*:?[^\S\n]*(?:(?:option|choice)[^\S\n]+)?" + OPEN
-            + r"|[(\[])" + label + CLOSE + r"[.!]?[*_]*\s*(?:answer[^\S\n]*:?\s*)?\Z",
+            + r"|[(\[]|(?:选项|選択肢)[^\S\n]*" + OPEN + ")" + label + CLOSE
+            + r"[.!。]?[*_]*\s*(?:answer[^\S\n]*:?\s*)?\Z",
             flags,
         ),
         suffix=(
@@ -106,6 +107,12 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
                 _NOT_AFTER_OPEN + OPEN + label + CLOSE
                 + r"(?:\s+(?:es|est|ist)\s+(?:la\s+|die\s+)?(?:correcta|respuesta\s+correcta|correcte|bonne\s+réponse"
                 + r"|richtig|korrekt|richtige\s+Antwort)" + NO_ALNUM_AFTER + r"|\s*(?:が|は)(?:正解|正しい))",
+                flags,
+            ),
+            # Chinese: "选项C正确", "选项A是正确答案", "A项正确" (not "C是错误的").
+            re.compile(
+                r"(?:选项|選択肢)[^\S\n]*" + OPEN + label + CLOSE + r"[^\S\n]*(?:是|为)?(?:正确|符合题意)(?:答案|选项|的)?"
+                + r"(?![^\n。]{0,2}错)",
                 flags,
             ),
         ),
