@@ -112,7 +112,8 @@ def render(result: dict[str, Any]) -> str:
     """The result as plain-text tables."""
     fams = sorted((k for k in result["families"] if k != "ALL"), key=lambda k: -result["families"][k]["cases"])
     lines = [f"parser version {result['parser_version']}", ""]
-    head = f"{result.get('group', 'family')[:11]:<12}{'cases':>6}{'clear':>6}{'answered':>9}{'recovered':>10}{'rate':>7}"
+    head = f"{result.get('group', 'family')[:11]:<12}{'cases':>6}{'clear':>6}{'answered':>9}"
+    head += f"{'recovered':>10}{'rate':>7}"
     head += f"{'UNKNOWN':>8}{'misread':>8}"
     lines += [head, "-" * len(head)]
     for fam in [*fams, "ALL"]:

@@ -160,8 +160,15 @@ def test_phrase_labels_forgive_accents() -> None:
     assert _read("plutot d'accord", labels) == ("Plutôt d'accord", "phrase")
 
 
+def test_option_texts_that_are_phrases_are_forgiven_too() -> None:
+    options = ("Strongly agree", "Agree", "Disagree", "Strongly disagree")
+    assert _read("strongly-disagree", ABCD, options) == ("D", "phrase")
+    assert _read("Agree (2)", ABCD, options) == ("B", "phrase")
+
+
 def test_phrase_labels_never_match_two_options() -> None:
     assert phrase_label("Agree", ("Agree", "agree ")) is None
+    assert phrase_label("agree", ("A", "B"), ("Agree", "AGREE")) is None
     assert phrase_label("Strongly", SCALE) is None
     assert _read("Agree", SCALE) == ("Agree", "exact")
 
@@ -198,7 +205,10 @@ def test_option_word_inside_the_wrapping_is_bare() -> None:
         "故选" * 20000,
         '{"answer": [' + '"A", ' * 20000,
         "Strongly - " * 20000,
+        "I agree " * 20000,
+        "3) Agree\n" * 20000,
     ],
+    ids=lambda text: f"{text[:12]!r}x{len(text)}",
 )
 def test_new_patterns_stay_linear_on_adversarial_input(text: str) -> None:
     start = time.perf_counter()

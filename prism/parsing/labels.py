@@ -111,8 +111,8 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
             ),
             # Chinese: "选项C正确", "选项A是正确答案", "A项正确" (not "C是错误的").
             re.compile(
-                r"(?:选项|選択肢)[^\S\n]*" + OPEN + label + CLOSE + r"[^\S\n]*(?:是|为)?(?:正确|符合题意)(?:答案|选项|的)?"
-                + r"(?![^\n。]{0,2}错)",
+                r"(?:选项|選択肢)[^\S\n]*" + OPEN + label + CLOSE
+                + r"[^\S\n]*(?:是|为)?(?:正确|符合题意)(?:答案|选项|的)?(?![^\n。]{0,2}错)",
                 flags,
             ),
         ),

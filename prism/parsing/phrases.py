@@ -35,18 +35,21 @@ def is_phrase(label: str) -> bool:
     return sum(char.isalpha() for char in label) >= 2 and not label.strip().isdigit()
 
 
-def phrase_label(text: str, labels: Sequence[str]) -> str | None:
-    """The one phrase label the whole text is, as :func:`fold` reads both; None when none or two."""
-    phrases = [label for label in labels if is_phrase(label)]
-    if not phrases or len(text) > 400:
+def phrase_label(text: str, labels: Sequence[str], options: Sequence[str] | None = None) -> str | None:
+    """The label whose phrase the whole text is, as :func:`fold` reads both; None when none or two.
+
+    The phrase is the label itself when the label is a phrase ("Strongly disagree"), or the option's text
+    ("A" showing "Strongly disagree"). Two phrases that fold to the same text name no single label.
+    """
+    if len(text) > 400:
+        return None
+    phrases = [(label, label) for label in labels if is_phrase(label)]
+    phrases += [(label, option) for label, option in zip(labels, options or (), strict=False) if is_phrase(option)]
+    if not phrases:
         return None
     candidates = {fold(text), fold(_SCALE.sub("", text))}
-    hits = {label for label in phrases if fold(label) in candidates}
-    if len(hits) != 1:
-        return None
-    (hit,) = hits
-    # Two labels that fold to the same text cannot be told apart.
-    return hit if sum(fold(label) == fold(hit) for label in phrases) == 1 else None
+    hits = {label for label, phrase in phrases if fold(phrase) in candidates}
+    return next(iter(hits)) if len(hits) == 1 else None
 
 
 def tolerant(token: str) -> str:

@@ -157,8 +157,10 @@ _LAST_END = re.compile(r"[.!。]?[*_]*\s*\Z")
 
 
 def _option_words(text: str, pos: int, options: Options) -> tuple[frozenset[str], str]:
-    """The one option whose text starts at ``pos`` as whole words (the longest one when texts nest),
-    and what follows it on the line (normalized); no label when none or two options show that text."""
+    """The one option whose text starts at ``pos`` as whole words, and what follows it on the line.
+
+    The longest text wins when texts nest; no label when none or two options show that text.
+    """
     rest = norm(_line_after(text, pos, options.window))
     best = ""
     for own in options.echo:
