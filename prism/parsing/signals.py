@@ -179,7 +179,7 @@ def _option_text_signals(text: str, patterns: Patterns, options: Options) -> lis
     - a first-person choice in an option's words ("I strongly disagree with the proposition");
     - a last sentence that ends "is <one option's text>." (no label anywhere in it).
     """
-    found = []
+    found: list[Signal] = []
     lines = [(line, resolve(line.group("label"), patterns)) for line in patterns.line.finditer(text)]
     # Lines of several labels list the options (an enumeration): none of them is a choice by itself.
     if len({label for _, label in lines}) == 1:
@@ -197,11 +197,11 @@ def _option_text_signals(text: str, patterns: Patterns, options: Options) -> lis
             found.append(Signal(person.start(), person.end(), person.end(), shown))
     last = max(_IS_WORD.finditer(text, max(0, len(text) - 300)), key=lambda m: m.start(), default=None)
     if last is not None:
-        end = _LAST_END.search(text, last.end())
-        value = text[last.end() : end.start() if end is not None else len(text)]
-        shown = options.echo.get(norm(value), set())
-        if len(shown) == 1 and not _SENTENCE_END.search(value):
-            found.append(Signal(last.start(), len(text), last.end(), frozenset(shown)))
+        closing = _LAST_END.search(text, last.end())
+        value = text[last.end() : closing.start() if closing is not None else len(text)]
+        named = options.echo.get(norm(value), set())
+        if len(named) == 1 and not _SENTENCE_END.search(value):
+            found.append(Signal(last.start(), len(text), last.end(), frozenset(named)))
     return found
 
 
