@@ -95,17 +95,13 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
                 + NO_ALNUM_AFTER,
                 flags,
             ),
+            # "X is the correct answer", and in Spanish, French, German and Japanese "B es la correcta",
+            # "C est la bonne réponse", "B ist richtig", "Bが正解" (one pattern: one scan of the text).
             re.compile(
                 _NOT_AFTER_OPEN + OPEN + label + CLOSE
-                + r"\s+is\s+the\s+(?:correct|right|best|better)\s+(?:answer|option|choice|explanation|statement|one)"
-                + NO_ALNUM_AFTER,
-                flags,
-            ),
-            # Spanish, French, German and Japanese: "B es la correcta", "C est la bonne réponse",
-            # "B ist richtig", "Bが正解".
-            re.compile(
-                _NOT_AFTER_OPEN + OPEN + label + CLOSE
-                + r"(?:\s+(?:es|est|ist)\s+(?:la\s+|die\s+)?(?:correcta|respuesta\s+correcta|correcte|bonne\s+réponse"
+                + r"(?:\s+is\s+the\s+(?:correct|right|best|better)\s+(?:answer|option|choice|explanation|statement|one)"
+                + NO_ALNUM_AFTER
+                + r"|\s+(?:es|est|ist)\s+(?:la\s+|die\s+)?(?:correcta|respuesta\s+correcta|correcte|bonne\s+réponse"
                 + r"|richtig|korrekt|richtige\s+Antwort)" + NO_ALNUM_AFTER + r"|\s*(?:が|は)(?:正解|正しい))",
                 flags,
             ),

@@ -48,15 +48,22 @@ def _blank(chars: list[str], start: int, end: int) -> None:
             chars[index] = " "
 
 
+# Cheap first looks: most replies hold no quotation mark and name no one else, and then nothing is scanned.
+_ANY_QUOTE = re.compile("[\"'\u201c\u2018\u300c\u300e]")
+_ANY_SPEAKER = re.compile(r"user|hint|prompt|professor|expert|friend|someone|you|用户|提示|ユーザー", re.IGNORECASE)
+
+
 def mask(text: str) -> str:
     """The text with quoted answer statements and attributed clauses blanked out (same length)."""
     chars: list[str] | None = None
-    for quoted in _QUOTED.finditer(text):
+    quotes = _QUOTED.finditer(text) if _ANY_QUOTE.search(text) else iter(())
+    for quoted in quotes:
         if CUE.search(text, quoted.start() + 1, quoted.end() - 1):
             chars = chars if chars is not None else list(text)
             _blank(chars, quoted.start(), quoted.end())
     blanked_to = 0  # an attribution inside a clause already blanked adds nothing (and keeps this linear)
-    for attributed in _ATTRIBUTED.finditer(text):
+    speakers = _ATTRIBUTED.finditer(text) if _ANY_SPEAKER.search(text) else iter(())
+    for attributed in speakers:
         if attributed.start() < blanked_to:
             continue
         reach = attributed.end() + _ATTRIBUTION_REACH
