@@ -19,6 +19,7 @@ Run it before and after a parser change to get reproducible numbers:
     PYTHONPATH=. python scripts/parser_evidence.py
     PYTHONPATH=. python scripts/parser_evidence.py --round 2 --quiet
     PYTHONPATH=. python scripts/parser_evidence.py --json /tmp/evidence.json
+    PYTHONPATH=. python scripts/parser_evidence.py --round 3 --group-by style
 """
 
 from __future__ import annotations
@@ -56,15 +57,16 @@ def case_round(case: dict[str, Any]) -> int:
     return int(case.get("round", 1))
 
 
-def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Parse every case and tally agreement with the person, per family, per round and overall."""
+def evaluate(cases: list[dict[str, Any]], group: str = "family") -> dict[str, Any]:
+    """Parse every case and tally agreement with the person, per family (or ``group`` field), per round and overall."""
     rows: dict[str, Counter[str]] = defaultdict(Counter)
     rounds: dict[str, Counter[str]] = defaultdict(Counter)
     methods: dict[str, Counter[str]] = defaultdict(Counter)
     disagreements: list[dict[str, Any]] = []
     for case in cases:
         parsed = _parse(case)
-        for row in (rows[case["family"]], rows["ALL"], rounds[f"round {case_round(case)}"]):
+        key = str(case.get(group) or "-")
+        for row in (rows[key], rows["ALL"], rounds[f"round {case_round(case)}"]):
             row["cases"] += 1
             if case["person_clear"]:
                 row["clear"] += 1
@@ -76,8 +78,8 @@ def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
                         row["unknown"] += 1
                 if parsed.displayed not in (None, case["person_displayed"]):
                     row["misread"] += 1
-        for key in (case["family"], "ALL"):
-            methods[key][parsed.method] += 1
+        for name in (key, "ALL"):
+            methods[name][parsed.method] += 1
         if _disagrees(case, parsed):
             disagreements.append(
                 {
@@ -94,6 +96,7 @@ def evaluate(cases: list[dict[str, Any]]) -> dict[str, Any]:
             )
     return {
         "parser_version": PARSER_VERSION,
+        "group": group,
         "families": {k: dict(v) for k, v in rows.items()},
         "rounds": {k: dict(v) for k, v in sorted(rounds.items())},
         "methods": {k: dict(v) for k, v in methods.items()},
@@ -109,7 +112,8 @@ def render(result: dict[str, Any]) -> str:
     """The result as plain-text tables."""
     fams = sorted((k for k in result["families"] if k != "ALL"), key=lambda k: -result["families"][k]["cases"])
     lines = [f"parser version {result['parser_version']}", ""]
-    head = f"{'family':<12}{'cases':>6}{'clear':>6}{'answered':>9}{'recovered':>10}{'rate':>7}"
+    head = f"{result.get('group', 'family')[:11]:<12}{'cases':>6}{'clear':>6}{'answered':>9}"
+    head += f"{'recovered':>10}{'rate':>7}"
     head += f"{'UNKNOWN':>8}{'misread':>8}"
     lines += [head, "-" * len(head)]
     for fam in [*fams, "ALL"]:
@@ -150,6 +154,8 @@ def main() -> None:
     ap.add_argument("--round", type=int, help="only the cases of this collection round")
     ap.add_argument("--json", type=Path, help="also write the full result as JSON here")
     ap.add_argument("--quiet", action="store_true", help="leave out the list of disagreements")
+    ap.add_argument("--group-by", default="family",
+                    help="the case field the tables are split by (family; style for round 3's answer styles)")
     args = ap.parse_args()
     files = sorted(args.cases.glob("*.jsonl")) if args.cases.is_dir() else [args.cases]
     lines = [line for path in files for line in path.read_text(encoding="utf-8").split("\n")]
@@ -158,7 +164,7 @@ def main() -> None:
         cases = [case for case in cases if case_round(case) == args.round]
         if not cases:
             ap.error(f"no case of round {args.round} in {args.cases}; a run without --round lists the rounds present")
-    result = evaluate(cases)
+    result = evaluate(cases, args.group_by)
     text = render(result)
     if args.quiet:
         text = text.split("\ndisagreements:")[0] + f"\ndisagreements: {len(result['disagreements'])}"

@@ -2,17 +2,31 @@ r"""Read the chosen option out of a model's free-text response, without ever see
 
 First the *answer part* is cut out (:mod:`prism.parsing.text`): full-width forms read as ASCII (NFKC);
 leaked chat-template tokens (``<|im_end|>``, ``<end_of_turn>``, ``<unused95>``) are not text and what
-follows them is not the answer; only what follows a ``<think> ... </think>`` block is read; a JSON
-``"answer"`` field, when there is one, is the answer (the rest is reasoning); a next question the
-model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first that decides wins:
+follows them is not the answer; only what follows a ``<think> ... </think>`` block is read; an
+answer-like field of a JSON or JSON-like object (:mod:`prism.parsing.structured`: ``"answer"``,
+``"answer_choice"``, ``'choice'``, ``"respuesta"``, ``"réponse"``, ``"Antwort"``, ``"答案"``, fenced or not,
+cut off or not), when there is one, is the answer (the rest is reasoning); a next question the model
+invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first that decides wins:
 
-1. ``exact``: the answer part is one label (any case). Only this is compliant.
-2. ``bare``: one label wrapped in markdown or punctuation: ``(B)``, ``**B**``, ``B.``, ``[B]``.
+0. ``invented``: the reply opens with a question of its own whose listed options are none of the
+   displayed ones (:mod:`prism.parsing.invented`): it answers nothing that was asked. UNKNOWN.
+1. ``exact``: the answer part is one label (any case). Only this is compliant. A phrase label written
+   with other spacing or hyphens ("strongly-disagree") is ``phrase`` (:mod:`prism.parsing.phrases`).
+2. ``bare``: one label wrapped in markdown or punctuation: ``(B)``, ``**B**``, ``B.``, ``[B]``, ``(Option C)``.
 3. Signals (:mod:`prism.parsing.signals`): the *leading* label (``B. mitochondria``, ``B\n\nBecause``,
    ``Option B``, ``D, backpack``; not when it starts a run of parts, ``a) ... b) ...``) and every
    answer *statement* ("the answer is B", "Final answer: C", ``\boxed{B}``, "### Answer\nB",
    "答案是B", "La bonne réponse est B", "option B is correct", "the closest is (G)", a last sentence
-   ending "... is (E).", a cue followed by exactly one option's text).
+   ending "... is (E).", a cue followed by exactly one option's text; Chinese and Japanese exam formulas
+   "故选：B", "本题答案选A", "正确选项为D", "选项C正确", "错误的叙述是C选项", "正解はB"; Spanish, French and
+   German conclusions "La respuesta correcta es la B", "El diagnóstico más probable es <option text>",
+   "Je choisis B", "Die richtige Antwort ist B", "B ist richtig"; a lone line "3) Agree" (a label and
+   its own text); a first-person choice in an option's words, "I strongly disagree"; a last sentence
+   ending "is <an option's text>."; a reply opening with an option's text, "Yes, there are ...").
+   Statements inside quotation marks or attributed to the user, the hint or another person ("The user
+   says 'the answer is (A)'") are blanked first (:mod:`prism.parsing.quotes`): they are not the reply's.
+   Two or more labels joined by a conjunction of any language the cues read ("A and C", "A y C",
+   "B et D", "A und C", "A和C", "B、D", "AかB", "A и C") are a hedge.
    - ``enumeration``: two or more lines start with different labels, so the model listed the options;
      UNKNOWN unless the statements outside the list decide.
    - ``leading`` / ``statement``: every signal names the same one label. Signals that name another
@@ -27,6 +41,9 @@ model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the f
      is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C").
    - ``ambiguous``: several labels and no conclusion, or a label followed by another option's text.
 4. ``option_text``: the whole answer part, trimmed of punctuation, is exactly one option's text.
+   ``phrase``: the whole answer part is one phrase label or option text when spacing, hyphens, accents,
+   case and a scale digit beside it are forgiven ("Tout a fait d'accord", "Disagree (3)"); never when
+   two labels' phrases fold to the same text.
 5. ``refusal``: the reply declines ("I cannot determine", "none of the options is correct"), unless it
    contains one of the displayed options' own text: an option's text always wins over this rule.
 6. ``truncated``: the reply is an unfinished ``<think>`` block, or generation stopped at the output
@@ -34,6 +51,9 @@ model invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the f
    ``enumeration``, ``ambiguous`` or ``conclusion`` (the last statement of a cut-off reply need not be
    its last word).
 7. ``none``: nothing recognised. An empty or blank answer part is ``empty``.
+
+A label recovered from a JSON answer field is reported as ``structured``, whichever rule read the
+field's value.
 
 Labels are whatever was displayed (:mod:`prism.parsing.labels`): a label outside ``labels`` (``E`` for a
 four-option question) is never recovered. The parser is total (it returns a ``Parsed`` for any string)
@@ -46,13 +66,16 @@ import re
 from collections.abc import Sequence
 
 from prism.parsing.cues import REFUSAL
+from prism.parsing.invented import opens_with_invented_question
 from prism.parsing.labels import patterns_for, resolve
+from prism.parsing.phrases import phrase_label
+from prism.parsing.quotes import mask
 from prism.parsing.signals import Options, decide, norm
 from prism.parsing.text import answer_part, normalize
 from prism.types import Parsed
 
 # Bump on ANY change that could alter what a response parses to: it is logged with every run.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 
 METHODS = (
     "exact",
@@ -63,6 +86,9 @@ METHODS = (
     "enumeration",
     "ambiguous",
     "option_text",
+    "phrase",
+    "structured",
+    "invented",
     "refusal",
     "truncated",
     "none",
@@ -70,7 +96,7 @@ METHODS = (
 )
 
 # The methods that recover no label (the response is UNKNOWN).
-UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "refusal", "truncated", "none", "empty"})
+UNKNOWN_METHODS = frozenset({"enumeration", "ambiguous", "invented", "refusal", "truncated", "none", "empty"})
 
 # Values of ``finish_reason`` that mean the output limit cut the reply (OpenAI, llama.cpp and Ollama
 # say "length"; Anthropic-style APIs "max_tokens").
@@ -111,11 +137,16 @@ def _read(text: str, labels: Sequence[str], options: Options) -> Parsed:
     if patterns is not None:
         label = resolve(text, patterns)
         if label is not None:
-            return _answer(label, "exact", compliant=True)
+            if text.casefold() == normalize(label).strip().casefold():
+                return _answer(label, "exact", compliant=True)
+            return _answer(label, "phrase")  # a phrase label with other spacing, hyphens or accents
         bare = patterns.bare.fullmatch(text)
         if bare is not None and (label := resolve(bare.group("label"), patterns)) is not None:
             return _answer(label, "bare")
-        decided = decide(text, patterns, options)
+        if opens_with_invented_question(text, patterns, options):
+            return _unknown("invented")
+        # Quoted answer statements and clauses attributed to the user or a hint are not the reply's own.
+        decided = decide(mask(text), patterns, options)
         if decided is not None:
             return _unknown(decided.method) if decided.label is None else _answer(decided.label, decided.method)
     whole = norm(text)
@@ -124,6 +155,9 @@ def _read(text: str, labels: Sequence[str], options: Options) -> Parsed:
         return _answer(next(iter(hits)), "option_text")
     if hits:  # two options with the same text: no way to tell which was meant
         return _unknown("ambiguous")
+    phrase = phrase_label(text, labels, [options.own.get(label, "") for label in labels])
+    if phrase is not None:  # "strongly-disagree", "Tout a fait d'accord", "Agree (4)"
+        return _answer(phrase, "phrase")
     if REFUSAL.search(text) and not any(_contains(whole, option) for option in options.echo):
         return _unknown("refusal")
     return _unknown("none")
@@ -150,9 +184,10 @@ def parse_response(
     if part.unfinished_think:
         return _unknown("truncated")
     parsed = _read(part.text, labels, _options(labels, options))
-    if part.field and parsed.method in ("exact", "bare"):
-        # A JSON field holding only the label answers; it is not the bare reply that was asked for.
-        parsed = _answer(parsed.displayed or "", "statement")
+    if part.field and parsed.displayed is not None:
+        # A label read from a JSON answer field: not the bare reply that was asked for, whatever rule read
+        # the field's value (a label, "4) text", an option's text).
+        parsed = _answer(parsed.displayed, "structured")
     if finish_reason in LIMIT_REACHED and parsed.method in _CUT_SHORT:
         return _unknown("truncated")
     return parsed

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from prism.parsing.phrases import tolerant
 from prism.parsing.text import CJK, normalize
 
 # "Not preceded / followed by a letter or digit." \b is useless for symbol labels; underscore must not
@@ -26,7 +27,7 @@ CLOSE = r"[)\]}'\"’”*_」』】]*"
 _NOT_AFTER_OPEN = r"(?<![(\[{'\"‘“*_「『【])"
 # After a label inside a sentence: only punctuation, then white space, the end or a CJK character. This
 # keeps "3.5 m/s" from naming label 3 and "B's" or "B-type" from naming B, while "B." and "(B)," do.
-_LABEL_END = rf"(?=(?:[^\w\s]|_)*(?:\s|$|[{CJK}]))"
+_LABEL_END = rf"(?=(?:[^\w\s]|_)*(?:\s|$|[{CJK}])|[\u3000-\u303f])"  # or CJK punctuation: "B、D"
 # Words a completion-style reply may put before its label, continuing the prompt's own cue
 # ("... the answer is" -> " most likely D, backpack.").
 _FILLER = r"(?:most[^\S\n]+likely[^\S\n]+)?"
@@ -62,13 +63,15 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
     tokens = sorted({token for _, token in normalized}, key=len, reverse=True)
     if not tokens:
         return None
-    lab = "(?:" + "|".join(re.escape(token) for token in tokens) + ")"
+    # A multi-word label ("Strongly disagree") may be written with other spacing or hyphens.
+    lab = "(?:" + "|".join(tolerant(token) for token in tokens) + ")"
     label = NO_ALNUM_BEFORE + "(?P<label>" + lab + ")" + NO_ALNUM_AFTER
     flags = re.IGNORECASE
     start = r"^[^\S\n]*(?:[-*•+][^\S\n]+)?" + _FILLER + _OPTION_WORD + OPEN + label
     return Patterns(
-        matchers=tuple((lb, token, re.compile(re.escape(token), flags)) for lb, token in normalized),
-        bare=re.compile(r"[\W_]*?" + label + r"[\W_]*", flags),
+        matchers=tuple((lb, token, re.compile(tolerant(token), flags)) for lb, token in normalized),
+        # "(B)", "**B**", and "(Option C)" / "**Choice B**" with the option word inside the wrapping.
+        bare=re.compile(r"[\W_]*?(?:(?<=[(\[{*_])(?:option|choice)[^\S\n]*[:#]?[^\S\n]*)?" + label + r"[\W_]*", flags),
         # After the label: a delimiter (".", ")", "]", ":", ",", a closing quote, or several: "(B).")
         # then white space, or " - ", and more text; or the end of the line ("B\n\nBecause ...").
         # "3.5 m/s" has no white space after its "." and is not a label line.
@@ -81,19 +84,31 @@ def patterns_for(labels: tuple[str, ...]) -> Patterns | None:
         label_at=re.compile(OPEN + label + _LABEL_END, flags),
         closing=re.compile(
             r"(?:" + NO_ALNUM_BEFORE + r"(?:is|are|be|to)[^\S\n]*:?[^\S\n]*(?:(?:option|choice)[^\S\n]+)?" + OPEN
-            + r"|[(\[])" + label + CLOSE + r"[.!]?[*_]*\s*(?:answer[^\S\n]*:?\s*)?\Z",
+            + r"|[(\[]|(?:选项|選択肢)[^\S\n]*" + OPEN + ")" + label + CLOSE
+            + r"[.!。]?[*_]*\s*(?:answer[^\S\n]*:?\s*)?\Z",
             flags,
         ),
         suffix=(
             re.compile(
                 NO_ALNUM_BEFORE + r"option[\s:#]*" + OPEN + label + CLOSE
-                + r"\s+is\s+(?:the\s+)?correct" + NO_ALNUM_AFTER,
+                + r"\s+(?:is\s+(?:the\s+)?correct|(?:is\s+)?the\s+(?:correct|right|best)\s+(?:answer|option|choice))"
+                + NO_ALNUM_AFTER,
                 flags,
             ),
+            # "X is the correct answer", and in Spanish, French, German and Japanese "B es la correcta",
+            # "C est la bonne réponse", "B ist richtig", "Bが正解" (one pattern: one scan of the text).
             re.compile(
                 _NOT_AFTER_OPEN + OPEN + label + CLOSE
-                + r"\s+is\s+the\s+(?:correct|right|best|better)\s+(?:answer|option|choice|explanation|statement|one)"
-                + NO_ALNUM_AFTER,
+                + r"(?:\s+is\s+the\s+(?:correct|right|best|better)\s+(?:answer|option|choice|explanation|statement|one)"
+                + NO_ALNUM_AFTER
+                + r"|\s+(?:es|est|ist)\s+(?:la\s+|die\s+)?(?:correcta|respuesta\s+correcta|correcte|bonne\s+réponse"
+                + r"|richtig|korrekt|richtige\s+Antwort)" + NO_ALNUM_AFTER + r"|\s*(?:が|は)(?:正解|正しい))",
+                flags,
+            ),
+            # Chinese: "选项C正确", "选项A是正确答案", "A项正确" (not "C是错误的").
+            re.compile(
+                r"(?:选项|選択肢)[^\S\n]*" + OPEN + label + CLOSE
+                + r"[^\S\n]*(?:是|为)?(?:正确|符合题意)(?:答案|选项|的)?(?![^\n。]{0,2}错)",
                 flags,
             ),
         ),

@@ -148,9 +148,68 @@ def _closing(text: str, patterns: Patterns, options: Options) -> list[Signal]:
     return []
 
 
+_OPTION_OPENING = re.compile(r"[^\W\d_]")
+# "I (would) strongly disagree", "I'd agree": the reply's own choice written as an option's words.
+_FIRST_PERSON = re.compile(r"(?<![^\W_])I(?:[^\S\n]+(?:would|do|will)|'d|'ll)?[^\S\n]+", re.IGNORECASE)
+# The last sentence ends "... is <an option's text>." ("So, the degree of ∠BOC is 100°.").
+_IS_WORD = re.compile(r"(?<![^\W_])(?:is|are|equals|=)[^\S\n]+", re.IGNORECASE)
+_LAST_END = re.compile(r"[.!。]?[*_]*\s*\Z")
+
+
+def _option_words(text: str, pos: int, options: Options) -> tuple[frozenset[str], str]:
+    """The one option whose text starts at ``pos`` as whole words, and what follows it on the line.
+
+    The longest text wins when texts nest; no label when none or two options show that text.
+    """
+    rest = norm(_line_after(text, pos, options.window))
+    best = ""
+    for own in options.echo:
+        if len(own) > len(best) and rest.startswith(own) and not rest[len(own) : len(own) + 1].isalnum():
+            best = own
+    shown = options.echo.get(best, set()) if best else set()
+    return (frozenset(shown), rest[len(best) :]) if len(shown) == 1 else (frozenset(), rest)
+
+
+def _option_text_signals(text: str, patterns: Patterns, options: Options) -> list[Signal]:
+    """Statements made with option texts rather than with a label alone.
+
+    - a line that is a label and its own option text and nothing else ("3) Agree" as its own paragraph,
+      after "Here's my perspective:"); a list of several such lines is an enumeration and is decided
+      as one (:func:`decide`);
+    - a first-person choice in an option's words ("I strongly disagree with the proposition");
+    - a last sentence that ends "is <one option's text>." (no label anywhere in it).
+    """
+    found: list[Signal] = []
+    lines = [(line, resolve(line.group("label"), patterns)) for line in patterns.line.finditer(text)]
+    # Lines of several labels list the options (an enumeration): none of them is a choice by itself.
+    if len({label for _, label in lines}) == 1:
+        for line, label in lines:
+            own = options.own.get(label) if label is not None else None
+            if line.start() == 0 or not own:
+                continue  # the leading label is read by the leading rule
+            end = text.find("\n", line.end())
+            rest = norm(_ECHO_START.sub("", text[line.end() : len(text) if end < 0 else end], count=1))
+            if rest == own:
+                found.append(Signal(line.start(), line.end(), line.start("label"), frozenset({label or ""})))
+    for person in _FIRST_PERSON.finditer(text):
+        shown, _ = _option_words(text, person.end(), options)
+        if shown:
+            found.append(Signal(person.start(), person.end(), person.end(), shown))
+    last = max(_IS_WORD.finditer(text, max(0, len(text) - 300)), key=lambda m: m.start(), default=None)
+    if last is not None:
+        closing = _LAST_END.search(text, last.end())
+        value = text[last.end() : closing.start() if closing is not None else len(text)]
+        named = options.echo.get(norm(value), set())
+        if len(named) == 1 and not _SENTENCE_END.search(value):
+            found.append(Signal(last.start(), len(text), last.end(), frozenset(named)))
+    return found
+
+
 def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]:
     """Every answer statement, in order of where its label starts."""
     found: list[Signal] = _closing(text, patterns, options)
+    if options.own:
+        found.extend(_option_text_signals(text, patterns, options))
     for cue in CUE.finditer(text):
         match = label_token_at(text, cue.end(), patterns)
         if match is None:
@@ -230,6 +289,11 @@ def _leading(text: str, patterns: Patterns, options: Options) -> frozenset[str] 
         return named if second is None else named | _named(text, second, patterns, options)  # "A, B, or C"
     head = patterns.head.match(text)
     if head is None:
+        # "Yes, there are fewer ...": one option's text opens the reply, closed by punctuation.
+        if options.own and _OPTION_OPENING.match(text):
+            shown, after = _option_words(text, 0, options)
+            if shown and after[:1] in {",", ".", "!", ";", ":"}:
+                return shown
         return frozenset()
     label = resolve(head.group("label"), patterns)
     rest = norm(_line_after(text, head.end(), options.window))

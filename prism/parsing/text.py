@@ -13,6 +13,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from prism.parsing.structured import answer_field
+
 # Scripts written without spaces between words. Their characters do not count as letters next to a
 # label, so "答案是B" and "正解はBです" still name B.
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -39,9 +41,6 @@ _NEW_QUESTION = re.compile(
 )
 
 
-# A JSON answer field (``"answer": "B"``), as evaluation harnesses that ask for JSON get it.
-_JSON_ANSWER = re.compile(r'"(?:final_)?answer"\s*:\s*"((?:[^"\\\n]|\\.){0,2000})"', re.IGNORECASE)
-_JSON_ESCAPE = re.compile(r"\\(.)")
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class AnswerPart:
     Attributes:
         text: The answer part, stripped; may be empty.
         unfinished_think: The response is a ``<think>`` block that never closed, with nothing before it.
-        field: The text is the value of a JSON ``"answer"`` field, not the reply itself.
+        field: The text is the value of an answer-like field of a JSON or JSON-like object, not the reply.
     """
 
     text: str
@@ -106,8 +105,9 @@ def answer_part(text: str) -> AnswerPart:
     """Cut a response down to the part that answers.
 
     In order: NFKC normalization; template tokens (leading ones dropped, the rest cut at the first);
-    the ``<think>`` block (only what follows the last ``</think>`` is kept); a JSON ``"answer"`` field
-    (when there is one, its last value is the answer: the rest is the model's reasoning); an invented
+    the ``<think>`` block (only what follows the last ``</think>`` is kept); an answer-like field of a
+    JSON or JSON-like object (:mod:`prism.parsing.structured`; when there is one, its last value is the
+    answer: the rest is the model's reasoning); an invented
     next question; a colon that opens a completion-style reply (": B.", continuing the prompt's cue).
     """
     text = _drop_tokens(normalize(text))
@@ -116,9 +116,8 @@ def answer_part(text: str) -> AnswerPart:
         if thought.unfinished_think:
             return thought
         text = thought.text
-    field = max(_JSON_ANSWER.finditer(text), key=lambda match: match.start(), default=None)
-    if field is not None:
-        return AnswerPart(_JSON_ESCAPE.sub(lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), field[1]).strip(),
-                          field=True)
+    field = answer_field(text)
+    if field is not None:  # a JSON or JSON-like answer field (prism.parsing.structured)
+        return AnswerPart(field, field=True)
     # A completion-style reply continues the prompt's own cue (": B.", ":\n\nD. text").
     return AnswerPart(_drop_invented_question(text).strip().lstrip(":").strip())

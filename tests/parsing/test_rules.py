@@ -1,0 +1,217 @@
+"""Tests of parser 3's rules: structured fields, other languages' conclusions, conjunction hedges,
+quoted and attributed statements, phrase labels and a leading invented question."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from prism.parsing import METHODS, UNKNOWN_METHODS, parse_response
+from prism.parsing.phrases import fold, phrase_label, tolerant
+from prism.parsing.quotes import mask
+from prism.parsing.structured import answer_field
+
+ABCD = ("A", "B", "C", "D")
+DIGITS = ("1", "2", "3", "4")
+TEN = tuple("ABCDEFGHIJ")
+SCALE = ("Strongly agree", "Agree", "Disagree", "Strongly disagree")
+
+
+def _read(text: str, labels: tuple[str, ...] = ABCD, options: tuple[str, ...] | None = None) -> tuple[str | None, str]:
+    parsed = parse_response(text, labels, options)
+    return parsed.displayed, parsed.method
+
+
+def test_new_rules_are_named_methods() -> None:
+    assert {"structured", "phrase", "invented"} <= set(METHODS)
+    assert "invented" in UNKNOWN_METHODS
+    assert not {"structured", "phrase"} & UNKNOWN_METHODS
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "expected"),
+    [
+        ('{"answer_choice": "B", "reasoning": "x"}', ABCD, "B"),
+        ('```json\n{"choice": "C"}\n```', ABCD, "C"),
+        ('{"respuesta": 3}', DIGITS, "3"),
+        ("{'answer': '2'}", DIGITS, "2"),
+        ('{"respuesta": "4) La presión aumenta"}', DIGITS, "4"),
+        ('{"réponse": "C", "explication": "parce que', ABCD, "C"),
+        ('{"Antwort": "B"}', ABCD, "B"),
+        ('{"答案": "D"}', ABCD, "D"),
+        ('{"回答": "A"}', ABCD, "A"),
+        ('{"reasoning": "...", "Final Answer": "D"}', ABCD, "D"),
+        ('{"answer": "B', ABCD, "B"),  # cut off before the closing quote
+        ('{"answer": "B"} and then more text about (C)', ABCD, "B"),
+        ('{"correct_option": "A"}', ABCD, "A"),
+    ],
+)
+def test_structured_fields_are_read(text: str, labels: tuple[str, ...], expected: str) -> None:
+    assert _read(text, labels) == (expected, "structured")
+
+
+def test_structured_field_holding_an_option_text_reads_that_option() -> None:
+    assert _read('{"answer": "wind"}', ABCD, ("coal", "wind", "oil", "gas")) == ("B", "structured")
+
+
+def test_structured_reader_ignores_non_answer_keys_and_lists_of_options() -> None:
+    assert answer_field('{"answer_explanation": "B is right"}') is None
+    # Options listed as objects are not answers: "option" alone is no answer key.
+    assert answer_field('[{"option": "A", "text": "x"}, {"option": "B", "text": "y"}]') is None
+    assert answer_field('{"answer": null}') is None
+
+
+def test_a_list_of_several_answers_is_a_hedge() -> None:
+    assert _read('{"answer": ["A", "C"]}') == (None, "ambiguous")
+    assert _read('{"answer": ["C"]}') == ("C", "structured")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("解析：A项错误，B项正确。故选：B", "B"),
+        ("本题答案选A", "A"),
+        ("正确选项为$\\text{D}$", "D"),
+        ("错误的叙述是C选项", "C"),
+        ("【答案】A", "A"),
+        ("正解はBです。", "B"),
+        ("よって、正しいのはCである。", "C"),
+        ("Bが正解です。", "B"),
+        ("La respuesta correcta es la B.", "B"),
+        ("Por lo tanto, la opción correcta es C.", "C"),
+        ("La bonne réponse est la C.", "C"),
+        ("Je choisis B.", "B"),
+        ("Die richtige Antwort ist B.", "B"),
+        ("Die korrekte Option ist D.", "D"),
+        ("B ist richtig.", "B"),
+        ("**Answer Choice**: B", "B"),
+        ("I will choose the answer A.", "A"),
+    ],
+)
+def test_conclusion_formulas_of_other_languages(text: str, expected: str) -> None:
+    assert _read(text) == (expected, "statement")
+
+
+def test_a_statement_about_an_option_is_not_a_choice() -> None:
+    # "So option C is wrong": 所以选项C是错误的 names C without choosing it.
+    assert _read("所以选项C是错误的。所以选项D也是错误的。") == (None, "none")
+
+
+def test_an_answer_given_as_an_option_text_in_another_language() -> None:
+    options = ("neumonía", "infarto agudo de miocardio", "embolia pulmonar", "asma")
+    assert _read("El diagnóstico más probable es embolia pulmonar.", ABCD, options) == ("C", "statement")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is (E) and (B).",
+        "La respuesta es A y C.",
+        "La réponse est B et D.",
+        "Die Antwort ist A und C.",
+        "Die Antwort ist A oder C.",
+        "答案是A和C",
+        "答案：B、D",
+        "正解はAとCです。",
+        "Ответ: A и C",
+    ],
+)
+def test_two_labels_joined_by_a_conjunction_are_a_hedge_in_every_language(text: str) -> None:
+    assert _read(text, TEN) == (None, "ambiguous")
+
+
+def test_quoted_hint_does_not_decide() -> None:
+    text = "The user says 'I think the answer is (A)'. This makes option D the correct answer."
+    assert _read(text) == ("D", "statement")
+    assert _read('"The correct answer is (F)" is what the prompt says, but I cannot determine it.', TEN) == (
+        None, "refusal")
+    assert _read("The hint suggests (A), but the answer is (C).") == ("C", "statement")
+
+
+def test_a_quoted_label_alone_is_still_the_answer() -> None:
+    assert _read('The answer is "D".') == ("D", "statement")
+
+
+def test_mask_keeps_length_and_lines() -> None:
+    text = 'The user says "the answer is (A)".\nSo the answer is (B).'
+    masked = mask(text)
+    assert len(masked) == len(text)
+    assert masked.count("\n") == text.count("\n")
+    assert "(A)" not in masked and "(B)" in masked
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("strongly-disagree", "Strongly disagree"),
+        ("Strongly  disagree", "Strongly disagree"),
+        ("Disagree (3)", "Disagree"),
+        ("4 - Strongly disagree", "Strongly disagree"),
+    ],
+)
+def test_phrase_labels_forgive_spacing_hyphens_case_and_scale_digits(text: str, expected: str) -> None:
+    assert _read(text, SCALE) == (expected, "phrase")
+
+
+def test_phrase_labels_forgive_accents() -> None:
+    labels = ("Tout à fait d'accord", "Plutôt d'accord", "Pas d'accord")
+    assert _read("Tout a fait d'accord", labels) == ("Tout à fait d'accord", "phrase")
+    assert _read("plutot d'accord", labels) == ("Plutôt d'accord", "phrase")
+
+
+def test_option_texts_that_are_phrases_are_forgiven_too() -> None:
+    options = ("Strongly agree", "Agree", "Disagree", "Strongly disagree")
+    assert _read("strongly-disagree", ABCD, options) == ("D", "phrase")
+    assert _read("Agree (2)", ABCD, options) == ("B", "phrase")
+
+
+def test_phrase_labels_never_match_two_options() -> None:
+    assert phrase_label("Agree", ("Agree", "agree ")) is None
+    assert phrase_label("agree", ("A", "B"), ("Agree", "AGREE")) is None
+    assert phrase_label("Strongly", SCALE) is None
+    assert _read("Agree", SCALE) == ("Agree", "exact")
+
+
+def test_fold_and_tolerant() -> None:
+    assert fold("Tout-à-fait  d'Accord!") == "tout a fait d'accord"
+    assert tolerant("B") == "B"
+    assert tolerant("Strongly disagree") != "Strongly\\ disagree"
+
+
+def test_a_leading_invented_question_is_cut() -> None:
+    options = ("mitochondria", "nucleus", "ribosome", "membrane")
+    invented = "\n\n1. Which of the following is a renewable resource?\nA. coal\nB. wind\nAnswer: B"
+    assert _read(invented, ABCD, options) == (None, "invented")
+    restated = "Which organelle makes ATP?\nA. mitochondria\nB. nucleus\nC. ribosome\nD. membrane\nAnswer: A"
+    assert _read(restated, ABCD, options) == ("A", "statement")
+    # Without the option texts an invented question cannot be told from a restated one.
+    assert _read(invented, ABCD, None)[1] != "invented"
+
+
+def test_option_word_inside_the_wrapping_is_bare() -> None:
+    assert _read("(Option C)") == ("C", "bare")
+    assert _read("Option B") == ("B", "leading")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"answer": "' * 20000,
+        '"' * 40000,
+        "'x " * 20000,
+        "The user says " * 10000,
+        "you said the answer is (A) " * 5000,
+        "故选" * 20000,
+        '{"answer": [' + '"A", ' * 20000,
+        "Strongly - " * 20000,
+        "I agree " * 20000,
+        "3) Agree\n" * 20000,
+    ],
+    ids=lambda text: f"{text[:12]!r}x{len(text)}",
+)
+def test_new_patterns_stay_linear_on_adversarial_input(text: str) -> None:
+    start = time.perf_counter()
+    parsed = parse_response(text, SCALE + ABCD)
+    assert parsed.method in METHODS
+    assert time.perf_counter() - start < 5.0
