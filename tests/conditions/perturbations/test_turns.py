@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import CONF_DIR, compose_plain
-from perturbations.helpers import base, question
 
+from conditions.perturbations.helpers import base, question
 from prism.conditions import condition_set_from_config, render, render_all
 from prism.conditions.perturbations import PerturbationError
 from prism.conditions.perturbations.build import build_prompt
