@@ -121,6 +121,47 @@ def test_two_labels_joined_by_a_conjunction_are_a_hedge_in_every_language(text: 
     assert _read(text, TEN) == (None, "ambiguous")
 
 
+# The same hedges with the option texts shown: a label followed by " and (D)." is not "another question's
+# text", and a serial comma ("(B), (C), and (G)") still joins the run (Llama-3.1 on MMLU-Pro).
+FOUR_TEXTS = ("Assessing instructions", "Measuring vocabulary", "Counting gestures", "Observing play")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We refer to Wikipedia. The answer is (B) and (D).\n\n",
+        "The answer is (A) or (C).",
+        "The answer is (A), (B), and (D).",
+        "Therefore, the answers are (A), (C), or (D).",
+    ],
+)
+def test_a_hedge_is_ambiguous_when_the_options_are_known(text: str) -> None:
+    assert _read(text, ABCD, FOUR_TEXTS) == (None, "ambiguous")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is (B) or (C). The answer is (B).", "B"),
+        ("The answer is (A) or (D). However, only A fits the iron. The answer is (A).", "A"),
+        ("The answer is (C) and (B). However, since one is asked for, we will choose (C). The answer is (C).", "C"),
+    ],
+)
+def test_one_label_after_a_hedge_settles_it(text: str, expected: str) -> None:
+    assert _read(text, ABCD, FOUR_TEXTS) == (expected, "conclusion")
+
+
+def test_two_plain_answers_that_differ_stay_ambiguous() -> None:
+    assert _read("The answer is (B).\n\nAnswer: The answer is (C).", ABCD, FOUR_TEXTS) == (None, "ambiguous")
+
+
+def test_a_long_run_of_labels_costs_no_more_than_a_short_one() -> None:
+    text = "The answer is " + ", ".join(f"({label})" for label in TEN * 2000) + "."
+    start = time.perf_counter()
+    assert _read(text, TEN)[0] is None
+    assert time.perf_counter() - start < 2.0
+
+
 def test_quoted_hint_does_not_decide() -> None:
     text = "The user says 'I think the answer is (A)'. This makes option D the correct answer."
     assert _read(text) == ("D", "statement")

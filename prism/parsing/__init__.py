@@ -38,7 +38,9 @@ invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first t
      The statements before it are reasoning; text after it that is no answer statement (an
      explanation, a list or summary of the options) does not change it; a later answer statement would
      itself be the last one. Two plain answers that differ ("The answer is (I).\n\nAnswer: The answer
-     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C").
+     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C",
+     "(B), (C), and (G)"). When every earlier statement that differs is a hedge, the one label named in a
+     later sentence settles it without a "final" word ("The answer is (B) or (C). The answer is (B).").
    - ``ambiguous``: several labels and no conclusion, or a label followed by another option's text.
 4. ``option_text``: the whole answer part, trimmed of punctuation, is exactly one option's text.
    ``phrase``: the whole answer part is one phrase label or option text when spacing, hyphens, accents,
