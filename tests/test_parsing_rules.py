@@ -162,6 +162,22 @@ def test_a_long_run_of_labels_costs_no_more_than_a_short_one() -> None:
     assert time.perf_counter() - start < 2.0
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ANSWER: B. However, there is a discrepancy as the original assertion claims the answer is A.", "B"),
+        ('\\boxed{C}\n\n*Note: The provided "dev note" suggesting answer \\( \\boxed{A} \\) conflicts.*', "C"),
+        ("The answer is D. However, a contradiction arises if external input claims the correct answer is A.", "D"),
+    ],
+)
+def test_a_note_input_or_assertion_of_the_prompt_does_not_decide(text: str, expected: str) -> None:
+    assert _read(text)[0] == expected
+
+
+def test_an_adverb_in_the_modal_of_an_answer_statement() -> None:
+    assert _read("So the answer should logically be **D) Rob**.", ABCD, ("Ana", "Bo", "Cy", "Rob"))[0] == "D"
+
+
 def test_quoted_hint_does_not_decide() -> None:
     text = "The user says 'I think the answer is (A)'. This makes option D the correct answer."
     assert _read(text) == ("D", "statement")

@@ -17,7 +17,8 @@ _CUES = (
     # "the answer is", "Final answer:", "answer would be", "Answer - B", "**Answer:** B".
     # Not "the incorrect answer is B". "The answer to your question is C", "for your exam".
     r"(?<!incorrect )(?<!wrong )answer(?:\s+(?:to|for)\s+(?:your|the|this)\s+(?:question|exam)(?:\s+above)?)?"
-    + r"[*_\s]*(?:(?:is|would\s+be|will\s+be|should\s+be)" + _END + r"|:|[-–—=](?=\s))",
+    # An adverb may stand in the modal: "The answer should logically be **D) Rob**".
+    + r"[*_\s]*(?:(?:is|(?:would|will|should)\s+(?:[a-z]+ly\s+)?be)" + _END + r"|:|[-–—=](?=\s))",
     r"correct\s+(?:option|choice|letter)[*_\s]*(?:is|would\s+be)" + _END,
     # Weaker forms, read only with a wrapped label or an option word after them: "the closest is (G)",
     # "is closest to (A)", "which corresponds to option (A)", "which is option D", "or answer (F)".
