@@ -133,6 +133,10 @@ FOUR_TEXTS = ("Assessing instructions", "Measuring vocabulary", "Counting gestur
         "The answer is (A) or (C).",
         "The answer is (A), (B), and (D).",
         "Therefore, the answers are (A), (C), or (D).",
+        "La respuesta correcta es la B y la C.",
+        "Die richtige Antwort ist B und die D.",
+        "La bonne réponse est la B et la D.",
+        "The answer is A or option C.",
     ],
 )
 def test_a_hedge_is_ambiguous_when_the_options_are_known(text: str) -> None:

@@ -74,9 +74,11 @@ CUE = re.compile(NO_ALNUM_BEFORE + "(?:" + "|".join(_CUES) + ")" + _GAP, re.IGNO
 
 # "B or C", "A and B", "B, C", "(D, F, I)", "B (or D": a hedge between labels is not an answer.
 # The conjunctions of every language the cues read: "A y C", "B et D", "A und C", "A和C", "B、C", "AかB";
-# a serial comma may stand before the word ("(B), (C), and (G)", "B, or D").
+# a serial comma may stand before the word ("(B), (C), and (G)", "B, or D"), and an article or option word
+# after it ("la B y la C", "B und die D", "A or option C").
 HEDGE = re.compile(
-    r"[)\]}'\"’”*_」』】]*(?:(?:\s*,)?\s+(?:or|and|y|o|u|e|et|ou|und|oder|и|или)\s+|\s*[,/&、和与或及]\s*|\s+\(or\s+"
+    r"[)\]}'\"’”*_」』】]*(?:(?:\s*,)?\s+(?:or|and|y|o|u|e|et|ou|und|oder|и|или)\s+"
+    r"(?:(?:la|el|le|die|der|das|the|option|choice|opción)\s+)?|\s*[,/&、和与或及]\s*|\s+\(or\s+"
     r"|\s*(?:以及|或者|还是|および|及び|または|か|と)\s*)",
     re.IGNORECASE,
 )
