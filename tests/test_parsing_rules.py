@@ -182,6 +182,25 @@ def test_an_adverb_in_the_modal_of_an_answer_statement() -> None:
     assert _read("So the answer should logically be **D) Rob**.", ABCD, ("Ana", "Bo", "Cy", "Rob"))[0] == "D"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("La respuesta correcta es el número 3. La capacidad depende de ...", "3"),
+        ("La respuesta correcta es la número 4.\n\nEl área bajo la gráfica ...", "4"),
+        ("La respuesta correcta es la opción número 2.", "2"),
+        ("The answer is number 4.", "4"),
+        ("Die richtige Antwort ist Nummer 1.", "1"),
+    ],
+)
+def test_a_number_word_before_a_numeric_label(text: str, expected: str) -> None:
+    assert _read(text, DIGITS)[0] == expected
+
+
+def test_a_number_word_is_not_a_label() -> None:
+    assert _read("The answer is number of moles.", DIGITS)[0] is None
+    assert _read("The answer is No.", ("Yes", "No")) == ("No", "statement")
+
+
 def test_quoted_hint_does_not_decide() -> None:
     text = "The user says 'I think the answer is (A)'. This makes option D the correct answer."
     assert _read(text) == ("D", "statement")

@@ -20,7 +20,8 @@ invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first t
    ending "... is (E).", a cue followed by exactly one option's text; Chinese and Japanese exam formulas
    "故选：B", "本题答案选A", "正确选项为D", "选项C正确", "错误的叙述是C选项", "正解はB"; Spanish, French and
    German conclusions "La respuesta correcta es la B", "El diagnóstico más probable es <option text>",
-   "Je choisis B", "Die richtige Antwort ist B", "B ist richtig"; a lone line "3) Agree" (a label and
+   "Je choisis B", "Die richtige Antwort ist B", "B ist richtig", a number word before a label "es el
+   número 3"; a lone line "3) Agree" (a label and
    its own text); a first-person choice in an option's words, "I strongly disagree"; a last sentence
    ending "is <an option's text>."; a reply opening with an option's text, "Yes, there are ...").
    Statements inside quotation marks or attributed to the user, the hint or another person ("The user

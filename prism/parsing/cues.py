@@ -68,7 +68,9 @@ _GAP = (
     r"[\s*_:]*(?:(?:\$|\\\(|\\\[|\\text(?:bf)?\{|\})[\s*_:]*){0,4}"  # LaTeX around it: $A$, \( B \), \text{A}
     # An article before the label or its option word: "es la B", "est la C", "ist die B".
     + r"(?:(?:la|el|le|l['’]|die|der|das)\s+(?=\S{1,12}(?:\W|$)))?"
+    # "es el número 3", "la opción número 2", "is number 4", "ist Nummer 1": a number word before a label.
     + r"(?:(?:option|choice|letter|opción|alternativa|l['’]option|Antwort|選択肢|选项|вариант)" + _END + r"[\s:#*_]*)?"
+    + r"(?:(?:número|numero|numéro|number|Nummer)" + _END + r"[\s:#*_]*)?"
 )
 CUE = re.compile(NO_ALNUM_BEFORE + "(?:" + "|".join(_CUES) + ")" + _GAP, re.IGNORECASE)
 
