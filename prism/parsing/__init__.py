@@ -20,7 +20,8 @@ invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first t
    ending "... is (E).", a cue followed by exactly one option's text; Chinese and Japanese exam formulas
    "故选：B", "本题答案选A", "正确选项为D", "选项C正确", "错误的叙述是C选项", "正解はB"; Spanish, French and
    German conclusions "La respuesta correcta es la B", "El diagnóstico más probable es <option text>",
-   "Je choisis B", "Die richtige Antwort ist B", "B ist richtig"; a lone line "3) Agree" (a label and
+   "Je choisis B", "Die richtige Antwort ist B", "B ist richtig", a number word before a label "es el
+   número 3"; a lone line "3) Agree" (a label and
    its own text); a first-person choice in an option's words, "I strongly disagree"; a last sentence
    ending "is <an option's text>."; a reply opening with an option's text, "Yes, there are ...").
    Statements inside quotation marks or attributed to the user, the hint or another person ("The user
@@ -38,7 +39,9 @@ invented ("\n\nQuestion: ...") is cut off. Then the rules, in order; the first t
      The statements before it are reasoning; text after it that is no answer statement (an
      explanation, a list or summary of the options) does not change it; a later answer statement would
      itself be the last one. Two plain answers that differ ("The answer is (I).\n\nAnswer: The answer
-     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C").
+     is (J).") are two answers: ``ambiguous``, as is a hedge in the last statement ("B or C", "B, C",
+     "(B), (C), and (G)"). When every earlier statement that differs is a hedge, the one label named in a
+     later sentence settles it without a "final" word ("The answer is (B) or (C). The answer is (B).").
    - ``ambiguous``: several labels and no conclusion, or a label followed by another option's text.
 4. ``option_text``: the whole answer part, trimmed of punctuation, is exactly one option's text.
    ``phrase``: the whole answer part is one phrase label or option text when spacing, hyphens, accents,

@@ -17,7 +17,8 @@ _CUES = (
     # "the answer is", "Final answer:", "answer would be", "Answer - B", "**Answer:** B".
     # Not "the incorrect answer is B". "The answer to your question is C", "for your exam".
     r"(?<!incorrect )(?<!wrong )answer(?:\s+(?:to|for)\s+(?:your|the|this)\s+(?:question|exam)(?:\s+above)?)?"
-    + r"[*_\s]*(?:(?:is|would\s+be|will\s+be|should\s+be)" + _END + r"|:|[-–—=](?=\s))",
+    # An adverb may stand in the modal: "The answer should logically be **D) Rob**".
+    + r"[*_\s]*(?:(?:is|(?:would|will|should)\s+(?:[a-z]+ly\s+)?be)" + _END + r"|:|[-–—=](?=\s))",
     r"correct\s+(?:option|choice|letter)[*_\s]*(?:is|would\s+be)" + _END,
     # Weaker forms, read only with a wrapped label or an option word after them: "the closest is (G)",
     # "is closest to (A)", "which corresponds to option (A)", "which is option D", "or answer (F)".
@@ -67,14 +68,19 @@ _GAP = (
     r"[\s*_:]*(?:(?:\$|\\\(|\\\[|\\text(?:bf)?\{|\})[\s*_:]*){0,4}"  # LaTeX around it: $A$, \( B \), \text{A}
     # An article before the label or its option word: "es la B", "est la C", "ist die B".
     + r"(?:(?:la|el|le|l['’]|die|der|das)\s+(?=\S{1,12}(?:\W|$)))?"
+    # "es el número 3", "la opción número 2", "is number 4", "ist Nummer 1": a number word before a label.
     + r"(?:(?:option|choice|letter|opción|alternativa|l['’]option|Antwort|選択肢|选项|вариант)" + _END + r"[\s:#*_]*)?"
+    + r"(?:(?:número|numero|numéro|number|Nummer)" + _END + r"[\s:#*_]*)?"
 )
 CUE = re.compile(NO_ALNUM_BEFORE + "(?:" + "|".join(_CUES) + ")" + _GAP, re.IGNORECASE)
 
 # "B or C", "A and B", "B, C", "(D, F, I)", "B (or D": a hedge between labels is not an answer.
-# The conjunctions of every language the cues read: "A y C", "B et D", "A und C", "A和C", "B、C", "AかB".
+# The conjunctions of every language the cues read: "A y C", "B et D", "A und C", "A和C", "B、C", "AかB";
+# a serial comma may stand before the word ("(B), (C), and (G)", "B, or D"), and an article or option word
+# after it ("la B y la C", "B und die D", "A or option C").
 HEDGE = re.compile(
-    r"[)\]}'\"’”*_」』】]*(?:\s+(?:or|and|y|o|u|e|et|ou|und|oder|и|или)\s+|\s*[,/&、和与或及]\s*|\s+\(or\s+"
+    r"[)\]}'\"’”*_」』】]*(?:(?:\s*,)?\s+(?:or|and|y|o|u|e|et|ou|und|oder|и|или)\s+"
+    r"(?:(?:la|el|le|die|der|das|the|option|choice|opción)\s+)?|\s*[,/&、和与或及]\s*|\s+\(or\s+"
     r"|\s*(?:以及|或者|还是|および|及び|または|か|と)\s*)",
     re.IGNORECASE,
 )

@@ -7,9 +7,9 @@ blanks such text before the answer statements are read:
 - a quoted passage that is itself an answer statement (it contains an answer cue): in double quotes,
   curly quotes, CJK corner brackets, or single quotes that stand apart from words (not apostrophes);
   a quoted label alone (``"D"``) or an option text is kept, because models quote their own answer so;
-- a clause attributed to the user, the hint, the prompt or another person ("the user suggests (A)",
-  "you said B", "a Stanford professor thinks C"), up to the end of its sentence or to a contrast
-  ("but", "however") that starts the model's own view.
+- a clause attributed to the user, the hint, the prompt, a note or input in it, or another person ("the user
+  suggests (A)", "you said B", "a Stanford professor thinks C", "the dev note suggesting (A)"), up to the
+  end of its sentence or to a contrast ("but", "however") that starts the model's own view.
 
 Blanked characters become spaces (line breaks are kept), so positions and line structure stay as they
 were and every later rule reads the same shape of text. Each pattern is bounded: linear time.
@@ -27,9 +27,12 @@ _QUOTED = re.compile(
 )
 # Who else may be speaking, and the verb that gives them the words.
 _ATTRIBUTED = re.compile(
-    r"(?<!\w)(?:(?:the|a|your)\s+)?(?:user|hint|prompt|professor|expert|friend|someone)(?:'s)?\s+(?:\w+\s+){0,2}?(?:says?|said|suggests?|suggested|thinks?|thought|believes?"
-    r"|believed|claims?|claimed|proposes?|proposed|guess(?:es|ed)?|mentions?|mentioned|states?|stated"
-    r"|indicates?|indicated|answered|points?\s+to|pointed\s+to)(?!\w)"
+    # A note, an input or an assertion in the prompt speaks too ("the dev note suggesting (A)", "the original
+    # assertion claims the answer is A", "if external input claims ..."), also when its name is quoted.
+    r"(?<!\w)(?:(?:the|a|your)\s+)?(?:user|hint|prompt|professor|expert|friend|someone|note|input|assertion)"
+    r"(?:'s)?[\"\u201d\u2019]?\s+(?:\w+\s+){0,2}?(?:says?|said|saying|suggests?|suggested|suggesting|thinks?|thought"
+    r"|believes?|believed|claims?|claimed|claiming|proposes?|proposed|guess(?:es|ed)?|mentions?|mentioned|states?"
+    r"|stated|stating|indicates?|indicated|indicating|answered|points?\s+to|pointed\s+to)(?!\w)"
     r"|(?<!\w)you\s+(?:(?:have|had)\s+)?(?:said|say|suggest(?:ed)?|think|thought|believe[ds]?|mention(?:ed)?"
     r"|guess(?:ed)?|proposed?|chose|picked)(?!\w)"
     r"|(?<!\w)your\s+(?:suggestion|guess|hint|answer|choice|proposal)(?!\w)"
@@ -50,7 +53,9 @@ def _blank(chars: list[str], start: int, end: int) -> None:
 
 # Cheap first looks: most replies hold no quotation mark and name no one else, and then nothing is scanned.
 _ANY_QUOTE = re.compile("[\"'\u201c\u2018\u300c\u300e]")
-_ANY_SPEAKER = re.compile(r"user|hint|prompt|professor|expert|friend|someone|you|用户|提示|ユーザー", re.IGNORECASE)
+_ANY_SPEAKER = re.compile(
+    r"user|hint|prompt|professor|expert|friend|someone|note|input|assertion|you|用户|提示|ユーザー", re.IGNORECASE
+)
 
 
 def mask(text: str) -> str:

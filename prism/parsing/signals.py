@@ -205,6 +205,10 @@ def _option_text_signals(text: str, patterns: Patterns, options: Options) -> lis
     return found
 
 
+# The most labels one hedge statement is followed through ("(A), (B), (D), (F), (G), (H), (I), and (E)").
+_RUN = 26
+
+
 def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]:
     """Every answer statement, in order of where its label starts."""
     found: list[Signal] = _closing(text, patterns, options)
@@ -218,12 +222,19 @@ def _statements(text: str, patterns: Patterns, options: Options) -> list[Signal]
                 found.append(Signal(cue.start(), cue.end(), cue.end(), shown))
             continue
         named = _named(text, match, patterns, options)
-        hedge = HEDGE.match(text, match.end("label"))
-        second = None if hedge is None else label_token_at(text, hedge.end(), patterns)
-        if second is not None:  # "B or C" names both
-            named |= _named(text, second, patterns, options)
-        end = (match if second is None else second).end("label")
-        found.append(Signal(cue.start(), end, match.start("label"), named, _foreign(text, match, patterns, options)))
+        # "B or C", "(B), (C), (E), and (G)" names every label of the run, followed to its last label (at
+        # most _RUN of them, so a long list costs no more than a short one). A run is a hedge, never
+        # "another question's text": only a single label can be foreign.
+        last = match
+        for _ in range(_RUN):
+            hedge = HEDGE.match(text, last.end("label"))
+            nxt = None if hedge is None else label_token_at(text, hedge.end(), patterns)
+            if nxt is None:
+                break
+            named |= _named(text, nxt, patterns, options)
+            last = nxt
+        foreign = last is match and _foreign(text, match, patterns, options)
+        found.append(Signal(cue.start(), last.end("label"), match.start("label"), named, foreign))
     for pattern in patterns.suffix:
         found.extend(
             Signal(m.start(), m.end(), m.start("label"), _named(text, m, patterns, options))
@@ -328,6 +339,10 @@ def _conclude(text: str, found: list[Signal], lead: frozenset[str], failure: str
     other = [signal for signal in found if signal.labels != last.labels]
     if other and not _SENTENCE_END.search(text, other[-1].end, max(other[-1].end, last.start)):
         return Decision(None, failure)
+    if other and all(len(signal.labels) > 1 for signal in other):
+        # Every earlier statement that differs is a hedge ("The answer is (B) or (C). The answer is (B).",
+        # "(I) and (B). However, ... we will choose (I)."): the one label named after it settles it.
+        return Decision(next(iter(last.labels)), "conclusion")
     line_start = text.rfind("\n", 0, last.label_start) + 1
     after_other = other[-1].end if other else 0
     if not FINAL.search(text, max(line_start, after_other, last.label_start - 120), last.label_start):

@@ -121,6 +121,86 @@ def test_two_labels_joined_by_a_conjunction_are_a_hedge_in_every_language(text: 
     assert _read(text, TEN) == (None, "ambiguous")
 
 
+# The same hedges with the option texts shown: a label followed by " and (D)." is not "another question's
+# text", and a serial comma ("(B), (C), and (G)") still joins the run (Llama-3.1 on MMLU-Pro).
+FOUR_TEXTS = ("Assessing instructions", "Measuring vocabulary", "Counting gestures", "Observing play")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We refer to Wikipedia. The answer is (B) and (D).\n\n",
+        "The answer is (A) or (C).",
+        "The answer is (A), (B), and (D).",
+        "Therefore, the answers are (A), (C), or (D).",
+        "La respuesta correcta es la B y la C.",
+        "Die richtige Antwort ist B und die D.",
+        "La bonne réponse est la B et la D.",
+        "The answer is A or option C.",
+    ],
+)
+def test_a_hedge_is_ambiguous_when_the_options_are_known(text: str) -> None:
+    assert _read(text, ABCD, FOUR_TEXTS) == (None, "ambiguous")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is (B) or (C). The answer is (B).", "B"),
+        ("The answer is (A) or (D). However, only A fits the iron. The answer is (A).", "A"),
+        ("The answer is (C) and (B). However, since one is asked for, we will choose (C). The answer is (C).", "C"),
+    ],
+)
+def test_one_label_after_a_hedge_settles_it(text: str, expected: str) -> None:
+    assert _read(text, ABCD, FOUR_TEXTS) == (expected, "conclusion")
+
+
+def test_two_plain_answers_that_differ_stay_ambiguous() -> None:
+    assert _read("The answer is (B).\n\nAnswer: The answer is (C).", ABCD, FOUR_TEXTS) == (None, "ambiguous")
+
+
+def test_a_long_run_of_labels_costs_no_more_than_a_short_one() -> None:
+    text = "The answer is " + ", ".join(f"({label})" for label in TEN * 2000) + "."
+    start = time.perf_counter()
+    assert _read(text, TEN)[0] is None
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ANSWER: B. However, there is a discrepancy as the original assertion claims the answer is A.", "B"),
+        ('\\boxed{C}\n\n*Note: The provided "dev note" suggesting answer \\( \\boxed{A} \\) conflicts.*', "C"),
+        ("The answer is D. However, a contradiction arises if external input claims the correct answer is A.", "D"),
+    ],
+)
+def test_a_note_input_or_assertion_of_the_prompt_does_not_decide(text: str, expected: str) -> None:
+    assert _read(text)[0] == expected
+
+
+def test_an_adverb_in_the_modal_of_an_answer_statement() -> None:
+    assert _read("So the answer should logically be **D) Rob**.", ABCD, ("Ana", "Bo", "Cy", "Rob"))[0] == "D"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("La respuesta correcta es el número 3. La capacidad depende de ...", "3"),
+        ("La respuesta correcta es la número 4.\n\nEl área bajo la gráfica ...", "4"),
+        ("La respuesta correcta es la opción número 2.", "2"),
+        ("The answer is number 4.", "4"),
+        ("Die richtige Antwort ist Nummer 1.", "1"),
+    ],
+)
+def test_a_number_word_before_a_numeric_label(text: str, expected: str) -> None:
+    assert _read(text, DIGITS)[0] == expected
+
+
+def test_a_number_word_is_not_a_label() -> None:
+    assert _read("The answer is number of moles.", DIGITS)[0] is None
+    assert _read("The answer is No.", ("Yes", "No")) == ("No", "statement")
+
+
 def test_quoted_hint_does_not_decide() -> None:
     text = "The user says 'I think the answer is (A)'. This makes option D the correct answer."
     assert _read(text) == ("D", "statement")
