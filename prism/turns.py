@@ -17,39 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prism.errors import PrismError
-from prism.types import ROLES, Turn, canonical_json, sha256_text
+# The checks and the hash live beside Prompt, which runs them as it is built; they are prism.turns' API too.
+from prism.types import Turn, TurnError, check_turns, turns_sha256
 
-
-class TurnError(PrismError, ValueError):
-    """A conversation that no chat API could send as written."""
-
-
-def check_turns(turns: Sequence[Turn], where: str) -> None:
-    """Refuse a conversation that is not one chat: roles known, texts non-empty, system first, user last.
-
-    Args:
-        turns: Every turn in order.
-        where: What the turns belong to, for the message (question and condition).
-
-    Raises:
-        TurnError: Naming the turn and what is wrong with it.
-    """
-    if not turns or turns[-1].role != "user":
-        raise TurnError(f"{where}: the last turn must be the user turn holding the question, not "
-                        f"{turns[-1].role if turns else 'nothing'!r}.")
-    for index, turn in enumerate(turns):
-        if turn.role not in ROLES:
-            raise TurnError(f"{where}: turn {index + 1} has role {turn.role!r}; a role is one of {', '.join(ROLES)}.")
-        if not turn.content.strip():
-            raise TurnError(f"{where}: turn {index + 1} ({turn.role}) is empty; every turn needs a text.")
-        if turn.role == "system" and index != 0:
-            raise TurnError(f"{where}: turn {index + 1} is a system turn; a system turn can only come first.")
-
-
-def turns_sha256(turns: Sequence[Turn]) -> str:
-    """The hash of a conversation: sha256 of the canonical JSON of its ``[{"role", "content"}]`` list."""
-    return sha256_text(canonical_json([turn.to_dict() for turn in turns]))
+__all__ = ["Turn", "TurnError", "check_turns", "earlier_field", "record_turns", "shown_prompt", "transcript",
+           "turn_roles", "turns_sha256", "write_conversations"]
 
 
 def earlier_field(turns: Sequence[Turn]) -> list[dict[str, str]] | None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from prism.errors import PrismError
 
 # Bumped whenever the shape or meaning of a raw or scored record changes.
 PROTOCOL_VERSION = "1"
@@ -118,6 +121,37 @@ class Turn:
         return {"role": self.role, "content": self.content}
 
 
+class TurnError(PrismError, ValueError):
+    """A conversation that no chat API could send as written."""
+
+
+def check_turns(turns: Sequence[Turn], where: str) -> None:
+    """Refuse a conversation that is not one chat: roles known, texts non-empty, system first, user last.
+
+    Args:
+        turns: Every turn in order.
+        where: What the turns belong to, for the message (question and condition).
+
+    Raises:
+        TurnError: Naming the turn and what is wrong with it.
+    """
+    if not turns or turns[-1].role != "user":
+        raise TurnError(f"{where}: the last turn must be the user turn holding the question, not "
+                        f"{turns[-1].role if turns else 'nothing'!r}.")
+    for index, turn in enumerate(turns):
+        if turn.role not in ROLES:
+            raise TurnError(f"{where}: turn {index + 1} has role {turn.role!r}; a role is one of {', '.join(ROLES)}.")
+        if not turn.content.strip():
+            raise TurnError(f"{where}: turn {index + 1} ({turn.role}) is empty; every turn needs a text.")
+        if turn.role == "system" and index != 0:
+            raise TurnError(f"{where}: turn {index + 1} is a system turn; a system turn can only come first.")
+
+
+def turns_sha256(turns: Sequence[Turn]) -> str:
+    """The hash of a conversation: sha256 of the canonical JSON of its ``[{"role", "content"}]`` list."""
+    return sha256_text(canonical_json([turn.to_dict() for turn in turns]))
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A question rendered under one condition: the exact conversation the model sees.
@@ -148,10 +182,8 @@ class Prompt:
     earlier_turns: tuple[Turn, ...] = ()
 
     def __post_init__(self) -> None:
-        """Refuse a conversation no chat API could send (checked in :func:`prism.turns.check_turns`)."""
+        """Refuse a conversation no chat API could send (:func:`check_turns`)."""
         if self.earlier_turns:
-            from prism.turns import check_turns
-
             check_turns(self.turns, f"question {self.question_id!r}, condition {self.condition!r}")
 
     @property
@@ -168,13 +200,11 @@ class Prompt:
         """Hex sha256 of the prompt; part of the store key.
 
         Of the text alone for a one-turn prompt (so every key stored before turns existed still serves),
-        else of the canonical JSON of every turn (:func:`prism.turns.turns_sha256`): two prompts whose user
+        else of the canonical JSON of every turn (:func:`turns_sha256`): two prompts whose user
         turns are the same but whose system turns differ never share a stored completion.
         """
         if not self.earlier_turns:
             return sha256_text(self.text)
-        from prism.turns import turns_sha256
-
         return turns_sha256(self.turns)
 
     def canonical_for(self, displayed: str) -> str:
