@@ -29,8 +29,8 @@ ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
     # The option set itself and the key that follows it: a step that removes the correct option and adds
     # another (prism.conditions.perturbations.missing) changes which option is correct, so it declares this one.
     "answer": ("options", "canonical", "key", "added"),
-    # Which turn an instruction sits in (prism.perturbations.turns): a system turn of its own, and whether the
-    # instruction paragraph is in the user turn or the system turn. The instruction's words are not part of it.
+    # Which turn an instruction sits in (prism.conditions.perturbations.turns): a system turn of its own, and
+    # whether the instruction paragraph is in the user turn or the system turn. The instruction's words are not part of it.
     "turn": ("system", "instruction_turn"),
 }
 
