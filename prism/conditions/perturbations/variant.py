@@ -30,7 +30,8 @@ ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
     # another (prism.conditions.perturbations.missing) changes which option is correct, so it declares this one.
     "answer": ("options", "canonical", "key", "added"),
     # Which turn an instruction sits in (prism.conditions.perturbations.turns): a system turn of its own, and
-    # whether the instruction paragraph is in the user turn or the system turn. The instruction's words are not part of it.
+    # whether the instruction paragraph is in the user turn or the system turn. The instruction's words are not
+    # part of it.
     "turn": ("system", "instruction_turn"),
 }
 
