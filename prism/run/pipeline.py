@@ -297,10 +297,12 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         frozen = freeze_dataset(cfg.dataset)
         report_dropped(frozen)
         check_option_counts(condition_set, frozen.questions)
-        identity = backend.identity()
         prompts = render_all(frozen.questions, condition_set)
+        # Before the identity: a backend without label probabilities is refused before any request (a hosted
+        # backend's identity probe is a request); one with them reads its identity inside the check.
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
+        identity = backend.identity()
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)

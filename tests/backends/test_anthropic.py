@@ -347,6 +347,16 @@ def test_a_run_gives_the_same_scored_records_as_a_replay_and_the_key_is_in_no_fi
         assert api_key.encode() not in path.read_bytes(), path
 
 
+def test_label_probs_stops_the_run_before_any_request_even_the_probe(
+        overrides, fresh: AnthropicServer, workdir: Path, api_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, api_key)
+    before = len(fresh.requests())
+    with pytest.raises(BackendError, match="'anthropic' backend gives no log-probabilities, so nothing was asked"):
+        run(compose_config(overrides(fresh, "dataset.n=1", "generation.label_probs=true")), output_dir=workdir / "o")
+    assert len(fresh.requests()) == before
+    assert not (workdir / "o" / "responses").exists()
+
+
 def test_killing_the_stand_in_mid_run_keeps_everything_and_a_restart_asks_only_for_what_is_missing(
         overrides, workdir: Path, api_key: str, monkeypatch: pytest.MonkeyPatch,
         tmp_path_factory: pytest.TempPathFactory) -> None:
