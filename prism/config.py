@@ -19,6 +19,21 @@ T = TypeVar("T")
 
 
 @dataclass
+class PricingConfig:
+    """Prices of one model, in US dollars per million tokens, as the provider charges them (``model.pricing``).
+
+    PRISM ships no price list: prices change, and a stale one would pass for current. Set them from the
+    provider's price page for the model being run.
+    """
+
+    # Both or neither: with neither, no cost_usd is logged.
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    # The discount of a batch API (0.5: half price), for the batch APIs of a later release; not applied yet.
+    batch_discount: float = 0.5
+
+
+@dataclass
 class ModelConfig:
     """Which model answers and through which backend: the base of one schema per backend.
 
@@ -28,6 +43,8 @@ class ModelConfig:
 
     name: str = MISSING
     backend: str = MISSING
+    # What the provider charges, for the run's cost_usd metric (user data: PRISM ships no price list).
+    pricing: PricingConfig = field(default_factory=PricingConfig)
 
 
 

@@ -40,6 +40,7 @@ from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
+from prism.run.usage import Usage, check_pricing
 from prism.run.writable import check_writable_dirs
 from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
 
@@ -220,10 +221,12 @@ def run(
             offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.
-        records = records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets)
+        usage = Usage()  # tokens and cost, counted as the records pass on their way to scoring
+        records = usage.through(records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets))
         prompts = {(p.question_id, p.condition): p for p in plan.cells.prompts}
         scored = score_records(records, plan.frozen, plan.condition_set, prompts)
         metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
+        metrics.update(usage.metrics(plan.condition_set.names, cfg.model.pricing))
         plan.tracker.log_metrics(metrics)
         for sub in ("config", "questions", "prompts", "responses", "results"):
             for path in sorted((out / sub).glob("*")):
@@ -280,6 +283,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     unreachable tracking store stops the run here, before any inference.
     """
     check_generation(cfg.generation)
+    check_pricing(cfg.model.pricing)
     check_model_name(cfg.model.name or "")
     if not 0 <= cfg.store.sync_interval_s < float("inf"):
         raise ConfigError(f"store.sync_interval_s={cfg.store.sync_interval_s!r} cannot be used: it must be a number "
