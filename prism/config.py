@@ -244,6 +244,16 @@ class StoreConfig:
 
 
 @dataclass
+class BudgetConfig:
+    """Caps on what one run may ask (``budget``): a plan over a cap is refused before any request."""
+
+    # US dollars this run may spend at model.pricing (which must then be set); null: no cap.
+    max_usd: float | None = None
+    # Requests to the model server this run may send for cells (the identity probe not counted); null: no cap.
+    max_requests: int | None = None
+
+
+@dataclass
 class PrismConfig:
     """The whole experiment. ``seed`` is the base of every seed not set explicitly."""
 
@@ -258,6 +268,10 @@ class PrismConfig:
     # Where the run's responses.jsonl and reports go; the Hydra entry point sets it to the job's
     # output directory.
     output_dir: str | None = None
+    # Print the plan (cells, how many the store holds, requests left, estimated tokens and cost) and exit:
+    # no request to the model server, no MLflow run.
+    dry_run: bool = False
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
 
 # ---------------------------------------------------------------------------------------------------

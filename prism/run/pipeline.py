@@ -34,8 +34,10 @@ from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
+from prism.run.budget import BudgetGuard, limited, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.inference import ask_each
+from prism.run.dry_run import record_identity
+from prism.run.inference import Cell, ask_each
 from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog
@@ -50,7 +52,7 @@ log = logging.getLogger(__name__)
 # The perturbation sets' data (steps, formats, label sets, texts, word lists) goes there too;
 # conditions.seed stays a param.
 _UNLOGGED_PARAMS: tuple[str, ...] = (
-    "defaults", "output_dir", "conditions.conditions", "dataset.cache_dir",
+    "defaults", "output_dir", "dry_run", "conditions.conditions", "dataset.cache_dir",
     *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
                                       "synonyms", "protected_words")),
 )
@@ -205,6 +207,10 @@ def run(
             is marked FAILED with what was collected so far. If MLflow itself fails mid-run, inference
             still finishes and a TrackingError says how to upload the kept results.
     """
+    if cfg.dry_run:
+        raise ConfigError("dry_run=true asks nothing, so it is not a run: call prism.run.dry_run.plan_run(cfg), as "
+                          "python -m prism does, or set dry_run=false.")
+    refuse_over_budget(cfg)  # before any request, the identity probe included
     out = Path(output_dir or cfg.output_dir or default_output_dir())
     check_writable_dirs(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,8 +223,11 @@ def run(
             resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
         tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
         run_id = plan.tracker.start(plan.run_name, tags)
+        if store is not None:  # what a dry run of this model reads to count the cells the store holds
+            record_identity(store, plan.backend, plan.identity)
         with _failing_run(plan.tracker, out):
-            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s)
+            guard = BudgetGuard(cfg.budget, cfg.model.pricing) if limited(cfg.budget) else None
+            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.
         usage = Usage()  # tokens and cost, counted as the records pass on their way to scoring
@@ -361,11 +370,14 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
-        sync_interval_s: float = 0.0) -> tuple[RecordOffsets, int]:
-    """Log the run's inputs, reuse stored cells, ask the model for the rest.
+        sync_interval_s: float = 0.0, guard: BudgetGuard | None = None) -> tuple[RecordOffsets, int]:
+    """Log the run's inputs, reuse stored cells, ask the model for the rest (within ``guard``'s budget).
 
     Returns:
         Where each cell's raw record starts in ``responses.jsonl``, and how many cells were asked.
+
+    Raises:
+        BudgetReached: When the guard held cells back; every answered cell is kept.
     """
     from tqdm import tqdm
 
@@ -384,10 +396,18 @@ def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
                  identity.name, len(missing))
         with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
                   disable=not missing) as bar:
-            for record in ask_each(plan.backend, identity, (grid.cell(i) for i in missing), response_log, store,
-                                   run_id):
+            cells: Iterator[Cell] = (grid.cell(i) for i in missing)
+            if guard is not None:
+                cells = guard.cells(cells)
+            answered = 0
+            for record in ask_each(plan.backend, identity, cells, response_log, store, run_id):
                 offsets.note(grid.index(record.cell), response_log.last_offset)
+                answered += 1
+                if guard is not None:
+                    guard.spend(record)
                 bar.update()
+    if guard is not None and guard.stopped:
+        raise guard.reached(len(missing) - answered)
     return offsets, len(missing)
 
 

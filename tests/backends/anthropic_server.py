@@ -18,8 +18,9 @@ input token per whitespace-separated word; half the prompts report half their in
 prompt cache (deterministically, by hash), so cached-token sums are not trivially zero.
 
 Control (not part of Anthropic's API; the backend never calls it): ``POST /_stand-in/faults`` with
-``{"faults": [...], "fail_all": null | {...}}`` queues faults for the next messages (each ``{"status",
-"type", "message", "retry_after"?}``) or fails every one. Every messages request is appended to the log file
+``{"faults": [...], "fail_all": null | {...}, "served_as": null | "MODEL"}`` queues faults for the next messages
+(each ``{"status", "type", "message", "retry_after"?}``), fails every one, or has replies name another model
+than the one asked (as when an alias moves to a new snapshot). Every messages request is appended to the log file
 (one JSON line: path and body, never a header) before it is answered, so counts survive a SIGKILL.
 
 Run: ``python -m backends.anthropic_server --port P --key K --model M --log FILE`` (``tests/`` on the path);
@@ -71,6 +72,7 @@ class StandIn:
         self.log = log
         self.faults: list[dict[str, Any]] = []
         self.fail_all: dict[str, Any] | None = None
+        self.served_as: str | None = None  # the model replies name, when not the one asked (a new snapshot)
         self.count = 0
         self.lock = threading.Lock()
 
@@ -121,7 +123,7 @@ class StandIn:
             "id": "msg_" + hashlib.sha256(f"{request_id}:{prompt}".encode()).hexdigest()[:24],
             "type": "message",
             "role": "assistant",
-            "model": body["model"],
+            "model": self.served_as or body["model"],
             "content": [{"type": "text", "text": text}],
             "stop_reason": stop,
             "stop_sequence": None,
@@ -160,6 +162,7 @@ def handler_for(state: StandIn) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     state.faults = list(order.get("faults") or [])
                     state.fail_all = order.get("fail_all")
+                    state.served_as = order.get("served_as")
                 self._send(200, {"ok": True})
             elif self.path == "/v1/messages":
                 self._send(*state.messages(self.headers, raw))
@@ -211,9 +214,10 @@ class AnthropicServer:
                 time.sleep(0.05)
         raise RuntimeError("the stand-in did not listen within 30 s")
 
-    def faults(self, faults: list[dict[str, Any]] | None = None, fail_all: dict[str, Any] | None = None) -> None:
-        """Queue faults for the next messages, or fail every one (None: answer normally)."""
-        data = json.dumps({"faults": faults or [], "fail_all": fail_all}).encode()
+    def faults(self, faults: list[dict[str, Any]] | None = None, fail_all: dict[str, Any] | None = None,
+               served_as: str | None = None) -> None:
+        """Queue faults for the next messages, or fail every one, or name another model in replies (None: as asked)."""
+        data = json.dumps({"faults": faults or [], "fail_all": fail_all, "served_as": served_as}).encode()
         request = urllib.request.Request(f"{self.url}/_stand-in/faults", data=data, method="POST",
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as reply:
