@@ -29,7 +29,7 @@ from prism.conditions import check_option_counts, condition_set_from_config, ren
 from prism.config import PrismConfig
 from prism.questions import freeze_dataset
 from prism.run.cells import CellGrid
-from prism.run.inference import utc_now
+from prism.run.generation import check_generation, repetition_params
 from prism.run.store import CompletionStore
 from prism.run.usage import check_pricing, cost_usd, priced
 from prism.types import ModelIdentity
@@ -66,25 +66,12 @@ class RunPlan:
     backend: str
 
 
-def address(backend: Backend) -> str:
-    """Where a backend's server is (its configured address), or ``""`` for one without a server."""
-    return backend.address() if isinstance(backend, RemoteBackend) else ""
-
-
-def record_identity(store: CompletionStore, backend: Backend, identity: ModelIdentity) -> None:
-    """Remember the identity a run read, for a later dry run of the same backend, model and address."""
-    store.record_identity(address(backend), identity.backend, identity.name, identity.digest, identity.details,
-                          utc_now())
-
-
 def plan_run(cfg: PrismConfig) -> RunPlan:
     """Check the inputs and count what a run would ask, sending nothing to a model server.
 
     Raises:
         PrismError: For any input a run would refuse (the same checks, in the same words).
     """
-    from prism.run.pipeline import check_generation, repetition_params
-
     check_generation(cfg.generation)
     check_pricing(cfg.model.pricing)
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")

@@ -36,7 +36,8 @@ from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.budget import BudgetGuard, limited, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.dry_run import record_identity
+from prism.run.generation import check_generation, repetition_params, repetition_seed  # noqa: F401  (re-exported)
+from prism.run.identities import record_identity
 from prism.run.inference import Cell, ask_each
 from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
@@ -44,7 +45,7 @@ from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.run.usage import Usage, check_pricing
 from prism.run.writable import check_writable_dirs
-from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
+from prism.types import PROTOCOL_VERSION, ModelIdentity, Prompt, canonical_json, safe_filename
 
 log = logging.getLogger(__name__)
 
@@ -69,52 +70,6 @@ class RunResult:
     output_dir: Path
     n_cached: int
     n_fresh: int
-
-
-def repetition_seed(seed: int, repetition: int) -> int:
-    """Seed of one repetition: the run seed itself for repetition 0, else derived from both by hashing."""
-    if repetition == 0:
-        return seed
-    return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
-
-
-def check_generation(generation: GenerationConfig) -> None:
-    """Refuse generation values that Hydra's types allow but no backend can honour as meant.
-
-    A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
-    full" and a negative seed as "pick a random one", which would quietly change what is measured.
-
-    Raises:
-        ConfigError: Naming the key, the value and the accepted range.
-    """
-    rules: list[tuple[str, Any, str]] = [
-        ("repetitions", lambda v: v >= 1, "a whole number >= 1"),
-        ("max_tokens", lambda v: v >= 1, "a whole number >= 1"),
-        ("temperature", lambda v: 0 <= v < float("inf"), "a number >= 0 (0 is greedy decoding)"),
-        ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
-        ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
-        ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
-    ]
-    for key, valid, accepted in rules:
-        value = getattr(generation, key)
-        if not valid(value):
-            raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
-                              f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
-
-
-def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
-    """The generation parameters of each repetition, in repetition order."""
-    return [
-        GenerationParams(
-            temperature=float(generation.temperature),
-            max_tokens=generation.max_tokens,
-            seed=repetition_seed(generation.seed, repetition),
-            top_p=generation.top_p,
-            top_k=generation.top_k,
-            label_probs=generation.label_probs,
-        )
-        for repetition in range(generation.repetitions)
-    ]
 
 
 def build_requests(frozen: FrozenSet, condition_set: ConditionSet,

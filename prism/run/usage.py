@@ -27,6 +27,15 @@ from prism.config import PricingConfig
 from prism.errors import ConfigError
 from prism.records import RawRecord
 
+#: Metric name prefixes of what a run cost rather than what it measured: they differ between a run and its
+#: rerun from the store by design, so comparisons of results (a reproduction) leave them out.
+USAGE_METRICS = ("tokens_", "cost_usd")
+
+
+def is_usage_metric(name: str) -> bool:
+    """Whether ``name`` is a token or cost metric (:data:`USAGE_METRICS`)."""
+    return name.startswith(USAGE_METRICS)
+
 
 def check_pricing(pricing: PricingConfig) -> None:
     """Refuse prices that cannot be meant, before anything is asked.
