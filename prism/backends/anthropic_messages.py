@@ -153,11 +153,21 @@ def read_api_key(env_name: str | None, environ: Mapping[str, str] | None = None)
 
 
 def build_request(request: Request, model: str) -> dict[str, Any]:
-    """The Messages API body: the prompt as the single user message; ``top_p``/``top_k`` when set."""
+    """The Messages API body: the prompt's turns as the messages; ``top_p``/``top_k`` when set.
+
+    A prompt of one turn is the single user message. Earlier turns of a conversation (``Prompt.earlier_turns``,
+    where prompts have them) go before it, except ``system`` turns: the Messages API takes the system prompt
+    as the top-level ``system`` field, never as a message, so they go there (joined by a blank line).
+    """
     params = request.params
+    turns = getattr(request.prompt, "earlier_turns", ())
+    system = [str(turn.content) for turn in turns if turn.role == "system"]
+    messages = [{"role": str(turn.role), "content": str(turn.content)} for turn in turns if turn.role != "system"]
     body: dict[str, Any] = {"model": model, "max_tokens": params.max_tokens,
-                            "messages": [{"role": "user", "content": request.prompt.text}],
+                            "messages": [*messages, {"role": "user", "content": request.prompt.text}],
                             "temperature": params.temperature}
+    if system:
+        body["system"] = "\n\n".join(system)
     if params.top_p is not None:
         body["top_p"] = params.top_p
     if params.top_k is not None:

@@ -91,6 +91,20 @@ def test_request_is_one_user_message_with_the_messages_api_fields_and_no_seed() 
     assert not_sent(request()) == {"seed": 3} and not_sent(request(seed=None)) == {}
 
 
+def test_a_system_turn_goes_in_system_and_other_earlier_turns_before_the_question() -> None:
+    from types import SimpleNamespace
+
+    turn = SimpleNamespace
+    prompt = SimpleNamespace(text="Which?", earlier_turns=(turn(role="system", content="Answer with a letter."),
+                                                          turn(role="user", content="2+2?"),
+                                                          turn(role="assistant", content="B")))
+    body = build_request(Request(prompt, GenerationParams(temperature=0.0, max_tokens=4, seed=None), 0), "m")
+    assert body["system"] == "Answer with a letter."
+    assert body["messages"] == [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "B"},
+                                {"role": "user", "content": "Which?"}]
+    assert "system" not in build_request(request(), "m")
+
+
 def test_stop_reasons_are_recorded_in_prisms_words() -> None:
     assert finish_reason("max_tokens") == "length"
     assert finish_reason("end_turn") == "stop" and finish_reason("stop_sequence") == "stop"
