@@ -1,7 +1,8 @@
 """Anthropic backend: Claude through the Messages API (``POST /v1/messages``) and the official ``anthropic`` SDK.
 
 The SDK is an optional extra (``pip install 'prism[anthropic]'`` or ``pip install anthropic``), imported only
-when the backend is made. One non-streamed request per cell, the prompt as the single user message.
+when the backend is made. One non-streamed request per cell, the prompt as the single user message (with a
+conversation's earlier turns before it; a system turn as the top-level ``system`` field, :func:`build_request`).
 
 Key. ``model.api_key_env`` (default ``ANTHROPIC_API_KEY``) names the environment variable that holds the key;
 the key itself is never in the config, a log line, an artifact, a param, a tag, a record or an error message.
