@@ -33,6 +33,11 @@ def main(cfg: DictConfig) -> None:
     sweep_dir = hydra_cfg.sweep.dir if hydra_cfg.mode is RunMode.MULTIRUN else None
     try:
         experiment = to_schema(cfg, PrismConfig)
+        if experiment.dry_run:  # what a run would ask and cost; nothing is sent, no MLflow run is made
+            from prism.run.dry_run import format_plan, plan_run
+
+            print(format_plan(plan_run(experiment)))
+            return
         result = run(experiment, output_dir=hydra_cfg.runtime.output_dir, sweep_dir=sweep_dir)
     except PrismError as exc:
         # One paragraph on stderr, no traceback: these are inputs or services the person can fix.

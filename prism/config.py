@@ -19,6 +19,21 @@ T = TypeVar("T")
 
 
 @dataclass
+class PricingConfig:
+    """Prices of one model, in US dollars per million tokens, as the provider charges them (``model.pricing``).
+
+    PRISM ships no price list: prices change, and a stale one would pass for current. Set them from the
+    provider's price page for the model being run.
+    """
+
+    # Both or neither: with neither, no cost_usd is logged.
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    # The discount of a batch API (0.5: half price), for the batch APIs of a later release; not applied yet.
+    batch_discount: float = 0.5
+
+
+@dataclass
 class ModelConfig:
     """Which model answers and through which backend: the base of one schema per backend.
 
@@ -28,6 +43,8 @@ class ModelConfig:
 
     name: str = MISSING
     backend: str = MISSING
+    # What the provider charges, for the run's cost_usd metric (user data: PRISM ships no price list).
+    pricing: PricingConfig = field(default_factory=PricingConfig)
 
 
 
@@ -231,6 +248,16 @@ class StoreConfig:
 
 
 @dataclass
+class BudgetConfig:
+    """Caps on what one run may ask (``budget``): a plan over a cap is refused before any request."""
+
+    # US dollars this run may spend at model.pricing (which must then be set); null: no cap.
+    max_usd: float | None = None
+    # Requests to the model server this run may send for cells (the identity probe not counted); null: no cap.
+    max_requests: int | None = None
+
+
+@dataclass
 class PrismConfig:
     """The whole experiment. ``seed`` is the base of every seed not set explicitly."""
 
@@ -245,6 +272,10 @@ class PrismConfig:
     # Where the run's responses.jsonl and reports go; the Hydra entry point sets it to the job's
     # output directory.
     output_dir: str | None = None
+    # Print the plan (cells, how many the store holds, requests left, estimated tokens and cost) and exit:
+    # no request to the model server, no MLflow run.
+    dry_run: bool = False
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
 
 # ---------------------------------------------------------------------------------------------------

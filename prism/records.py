@@ -94,6 +94,9 @@ class RawRecord:
     """Why the request failed, or None for an observed response."""
     finish_reason: str | None = optional()
     """Why generation stopped as the backend said it (``stop``, ``length``, ...); None when it did not say."""
+    provider_cached_tokens: int | None = optional()
+    """Prompt tokens the provider served from its own prompt cache, when its usage says (OpenAI
+    ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``); absent otherwise."""
     label_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: displayed label -> first-token probability, renormalized over the labels."""
     label_mass: float | None = field(default=None, metadata={_OPTIONAL: True})

@@ -138,11 +138,17 @@ def probability_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
 
 
 def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> pd.DataFrame:
-    """Every metric of either run side by side, with ``same`` true when equal to within 1e-12."""
+    """Every metric of either run side by side, with ``same`` true when equal to within 1e-12.
+
+    Token and cost metrics are left out: a reproduction served from the store asks nothing, so they differ
+    by design, and they say what a run cost, not what it measured.
+    """
     import pandas as pd
 
+    from prism.run.usage import is_usage_metric
+
     rows = []
-    for name in sorted(set(original) | set(again)):
+    for name in sorted(n for n in set(original) | set(again) if not is_usage_metric(n)):
         a, b = original.get(name), again.get(name)
         both_nan = a is not None and b is not None and pd.isna(a) and pd.isna(b)
         same = both_nan or (a is not None and b is not None and abs(float(a) - float(b)) <= 1e-12)

@@ -317,6 +317,8 @@ class Completion:
         label_reading: The first token's distribution over the labels, when ``label_probs`` was asked for.
         finish_reason: Why generation stopped (``"stop"``, ``"length"``, ...) as the backend said it,
             or None when it does not say.
+        provider_cached_tokens: Prompt tokens the provider served from its own prompt cache, when its usage
+            reports them (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
     """
 
     text: str | None
@@ -327,6 +329,7 @@ class Completion:
     backend_options: dict[str, Any] = field(default_factory=dict)
     label_reading: LabelReading | None = None
     finish_reason: str | None = None
+    provider_cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ def test_help_lists_the_config_groups() -> None:
     done = subprocess.run([sys.executable, "-m", "prism", "--help"], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0
-    groups = ("model: gemma2, gemma3_270m, llama3, mistral, openai, qwen2_5, replay, smollm2, vllm_example",
+    groups = ("model: anthropic, gemini_example, gemma2, gemma3_270m, llama3, mistral, openai, openrouter_example, "
+              "qwen2_5, replay, smollm2, vllm_example",
               "dataset: arc_challenge, commonsense_qa, custom, mmlu, mmlu_pro, openbookqa, opinions_qa, "
               "political_compass, sciq, wvs7")
     for line in groups:

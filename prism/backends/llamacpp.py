@@ -248,6 +248,10 @@ class LlamaCppBackend:
             digest = f"{digest}+chat_format={self._cfg.chat_format}"
         return ModelIdentity(self._cfg.name, "llamacpp", digest, {"path": str(self._path)})
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (the chat template's tokens not included)."""
+        return len(self._model().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def _model(self) -> Any:
         if self._llm is None:
             from llama_cpp import Llama  # imported here: a rerun served from the store never needs it

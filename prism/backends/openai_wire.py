@@ -205,6 +205,7 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
                           error=f"unreadable reply: no chat message text in {excerpt(reply)}")
     usage = reply.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
+    details = usage.get("prompt_tokens_details")  # OpenAI's prompt caching: cached_tokens of the prompt
     reading: LabelReading | None = None
     if labels is not None:
         top = first_top_logprobs(first)
@@ -214,6 +215,7 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         latency_s=latency_s,
         prompt_tokens=token_count(usage.get("prompt_tokens")),
         completion_tokens=token_count(usage.get("completion_tokens")),
+        provider_cached_tokens=token_count(details.get("cached_tokens") if isinstance(details, Mapping) else None),
         backend_options=options,
         label_reading=reading,
         finish_reason=stop_reason(first.get("finish_reason") if isinstance(first, Mapping) else None),

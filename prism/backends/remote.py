@@ -228,6 +228,14 @@ class RemoteBackend(ABC):
 
     # -- what every server shares -------------------------------------------------------------------------
 
+    def address(self) -> str:
+        """Where the server is, as configured (no request is sent).
+
+        With the backend and model name it finds the identity last recorded for this server in the
+        completion store (:mod:`prism.run.dry_run`).
+        """
+        return self._where()
+
     def identity(self) -> ModelIdentity:
         """The model's identity, read from the server once (by the first of many threads to ask).
 

@@ -263,4 +263,20 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
         if causal:
             lines.append(f"  ({', '.join(causal)}: causal, so a model that follows the moved answer differs from "
                          "the baseline by design)")
+    lines += format_usage(metrics)
     return "\n".join(lines)
+
+
+def format_usage(metrics: Mapping[str, float]) -> list[str]:
+    """The summary's token and cost lines (``prism.run.usage``), or none for metrics without them."""
+    if "tokens_prompt" not in metrics:
+        return []
+    lines = ["", f"tokens asked in this run: {int(metrics['tokens_prompt'])} prompt, "
+                 f"{int(metrics['tokens_completion'])} completion"
+                 + (f" ({int(metrics['tokens_provider_cached'])} prompt tokens from the provider's cache)"
+                    if "tokens_provider_cached" in metrics else ""),
+             f"tokens of cells from the store: {int(metrics['tokens_from_store_prompt'])} prompt, "
+             f"{int(metrics['tokens_from_store_completion'])} completion"]
+    if "cost_usd" in metrics:
+        lines.append(f"cost of this run at model.pricing: ${metrics['cost_usd']:.4f}")
+    return lines

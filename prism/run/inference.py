@@ -28,6 +28,9 @@ _P = ParamSpec("_P")
 COMPLETION_FIELDS = (
     "response", "latency_s", "prompt_tokens", "completion_tokens", "backend_options", "timestamp", "finish_reason"
 )
+# Completion fields kept only when the backend gave them, so records and stored completions of backends
+# that do not report them are exactly as before the field existed.
+OPTIONAL_FIELDS = ("provider_cached_tokens",)
 
 
 def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +40,7 @@ def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
     recorded exactly as before they existed, with no nulls in their place.
     """
     fields = {k: completion.get(k) for k in COMPLETION_FIELDS}
-    fields.update({k: completion[k] for k in LABEL_FIELDS if k in completion})
+    fields.update({k: completion[k] for k in (*OPTIONAL_FIELDS, *LABEL_FIELDS) if k in completion})
     return fields
 
 
@@ -104,6 +107,7 @@ def raw_record(
         prompt_tokens=completion.get("prompt_tokens"),
         completion_tokens=completion.get("completion_tokens"),
         finish_reason=completion.get("finish_reason"),
+        provider_cached_tokens=completion.get("provider_cached_tokens"),
         timestamp=completion.get("timestamp") or utc_now(),
         template_version=prompt.template_version,
         protocol_version=PROTOCOL_VERSION,
@@ -125,6 +129,8 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
         "timestamp": utc_now(),
         "finish_reason": completion.finish_reason,
     }
+    if completion.provider_cached_tokens is not None:
+        fields["provider_cached_tokens"] = completion.provider_cached_tokens
     if completion.label_reading is not None and completion.error is None:
         fields.update(completion.label_reading.record_fields())
     return fields

@@ -34,15 +34,19 @@ from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
+from prism.run.budget import BudgetGuard, limited, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.inference import ask_each
+from prism.run.generation import check_generation, repetition_params, repetition_seed  # noqa: F401  (re-exported)
+from prism.run.identities import record_identity
+from prism.run.inference import Cell, ask_each
 from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
+from prism.run.usage import Usage, check_pricing
 from prism.run.writable import check_writable_dirs
 from prism.turns import turn_roles, write_conversations
-from prism.types import PROTOCOL_VERSION, GenerationParams, ModelIdentity, Prompt, canonical_json, safe_filename
+from prism.types import PROTOCOL_VERSION, ModelIdentity, Prompt, canonical_json, safe_filename
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ log = logging.getLogger(__name__)
 # The perturbation sets' data (steps, formats, label sets, texts, word lists) goes there too;
 # conditions.seed stays a param.
 _UNLOGGED_PARAMS: tuple[str, ...] = (
-    "defaults", "output_dir", "conditions.conditions", "dataset.cache_dir",
+    "defaults", "output_dir", "dry_run", "conditions.conditions", "dataset.cache_dir",
     *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
                                       "synonyms", "protected_words")),
 )
@@ -67,52 +71,6 @@ class RunResult:
     output_dir: Path
     n_cached: int
     n_fresh: int
-
-
-def repetition_seed(seed: int, repetition: int) -> int:
-    """Seed of one repetition: the run seed itself for repetition 0, else derived from both by hashing."""
-    if repetition == 0:
-        return seed
-    return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
-
-
-def check_generation(generation: GenerationConfig) -> None:
-    """Refuse generation values that Hydra's types allow but no backend can honour as meant.
-
-    A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
-    full" and a negative seed as "pick a random one", which would quietly change what is measured.
-
-    Raises:
-        ConfigError: Naming the key, the value and the accepted range.
-    """
-    rules: list[tuple[str, Any, str]] = [
-        ("repetitions", lambda v: v >= 1, "a whole number >= 1"),
-        ("max_tokens", lambda v: v >= 1, "a whole number >= 1"),
-        ("temperature", lambda v: 0 <= v < float("inf"), "a number >= 0 (0 is greedy decoding)"),
-        ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
-        ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
-        ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
-    ]
-    for key, valid, accepted in rules:
-        value = getattr(generation, key)
-        if not valid(value):
-            raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
-                              f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
-
-
-def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
-    """The generation parameters of each repetition, in repetition order."""
-    return [
-        GenerationParams(
-            temperature=float(generation.temperature),
-            max_tokens=generation.max_tokens,
-            seed=repetition_seed(generation.seed, repetition),
-            top_p=generation.top_p,
-            top_k=generation.top_k,
-            label_probs=generation.label_probs,
-        )
-        for repetition in range(generation.repetitions)
-    ]
 
 
 def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
@@ -205,6 +163,10 @@ def run(
             is marked FAILED with what was collected so far. If MLflow itself fails mid-run, inference
             still finishes and a TrackingError says how to upload the kept results.
     """
+    if cfg.dry_run:
+        raise ConfigError("dry_run=true asks nothing, so it is not a run: call prism.run.dry_run.plan_run(cfg), as "
+                          "python -m prism does, or set dry_run=false.")
+    refuse_over_budget(cfg)  # before any request, the identity probe included
     out = Path(output_dir or cfg.output_dir or default_output_dir())
     check_writable_dirs(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,14 +179,19 @@ def run(
             resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
         tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
         run_id = plan.tracker.start(plan.run_name, tags)
+        if store is not None:  # what a dry run of this model reads to count the cells the store holds
+            record_identity(store, plan.backend, plan.identity)
         with _failing_run(plan.tracker, out):
-            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s)
+            guard = BudgetGuard(cfg.budget, cfg.model.pricing) if limited(cfg.budget) else None
+            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.
-        records = records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets)
+        usage = Usage()  # tokens and cost, counted as the records pass on their way to scoring
+        records = usage.through(records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets))
         prompts = {(p.question_id, p.condition): p for p in plan.cells.prompts}
         scored = score_records(records, plan.frozen, plan.condition_set, prompts)
         metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
+        metrics.update(usage.metrics(plan.condition_set.names, cfg.model.pricing))
         plan.tracker.log_metrics(metrics)
         for sub in ("config", "questions", "prompts", "responses", "results"):
             for path in sorted((out / sub).glob("*")):
@@ -281,6 +248,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     unreachable tracking store stops the run here, before any inference.
     """
     check_generation(cfg.generation)
+    check_pricing(cfg.model.pricing)
     check_model_name(cfg.model.name or "")
     if not 0 <= cfg.store.sync_interval_s < float("inf"):
         raise ConfigError(f"store.sync_interval_s={cfg.store.sync_interval_s!r} cannot be used: it must be a number "
@@ -298,11 +266,13 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         frozen = freeze_dataset(cfg.dataset)
         report_dropped(frozen)
         check_option_counts(condition_set, frozen.questions)
-        identity = backend.identity()
         prompts = render_all(frozen.questions, condition_set)
+        # Before the identity: a backend without label probabilities is refused before any request (a hosted
+        # backend's identity probe is a request); one with them reads its identity inside the check.
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
         require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
+        identity = backend.identity()
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
@@ -358,11 +328,14 @@ def run_tags(plan: Plan, out: Path) -> dict[str, str]:
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
-        sync_interval_s: float = 0.0) -> tuple[RecordOffsets, int]:
-    """Log the run's inputs, reuse stored cells, ask the model for the rest.
+        sync_interval_s: float = 0.0, guard: BudgetGuard | None = None) -> tuple[RecordOffsets, int]:
+    """Log the run's inputs, reuse stored cells, ask the model for the rest (within ``guard``'s budget).
 
     Returns:
         Where each cell's raw record starts in ``responses.jsonl``, and how many cells were asked.
+
+    Raises:
+        BudgetReached: When the guard held cells back; every answered cell is kept.
     """
     from tqdm import tqdm
 
@@ -381,10 +354,18 @@ def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
                  identity.name, len(missing))
         with tqdm(total=len(missing), desc=f"{identity.name} x {frozen.dataset}", unit="prompt",
                   disable=not missing) as bar:
-            for record in ask_each(plan.backend, identity, (grid.cell(i) for i in missing), response_log, store,
-                                   run_id):
+            cells: Iterator[Cell] = (grid.cell(i) for i in missing)
+            if guard is not None:
+                cells = guard.cells(cells)
+            answered = 0
+            for record in ask_each(plan.backend, identity, cells, response_log, store, run_id):
                 offsets.note(grid.index(record.cell), response_log.last_offset)
+                answered += 1
+                if guard is not None:
+                    guard.spend(record)
                 bar.update()
+    if guard is not None and guard.stopped:
+        raise guard.reached(len(missing) - answered)
     return offsets, len(missing)
 
 

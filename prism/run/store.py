@@ -35,6 +35,19 @@ CREATE TABLE IF NOT EXISTS completions (
     created_at TEXT NOT NULL
 )
 """
+# The identity each (backend, model, address) last answered with, so that a dry run can count the cells
+# the store holds for a server it must not ask (store keys hold the identity's digest).
+_IDENTITIES = """
+CREATE TABLE IF NOT EXISTS identities (
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL,
+    address TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    details TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (backend, model, address)
+)
+"""
 
 
 # How long a writer waits for another process's lock before the store reports it locked.
@@ -135,6 +148,7 @@ class CompletionStore:
             _enable_wal(self._db)
             self._db.execute("PRAGMA synchronous=FULL" if self._sync_interval_s <= 0 else "PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            self._db.execute(_IDENTITIES)
             (check,) = self._db.execute("PRAGMA quick_check").fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreError(
@@ -148,6 +162,34 @@ class CompletionStore:
                 f"the completion store {str(self.path)!r} failed its integrity check ({found}); it was not used "
                 "or changed. Move it aside to start a fresh one (store.path=NEW) or run with store.enabled=false."
             )
+
+    def record_identity(self, address: str, backend: str, model: str, digest: str, details: Mapping[str, str],
+                        recorded_at: str) -> None:
+        """Remember the identity ``backend``/``model`` at ``address`` answered with (replacing an earlier one)."""
+        try:
+            self._db.execute("INSERT OR REPLACE INTO identities VALUES (?, ?, ?, ?, ?, ?)",
+                             (backend, model, address, digest, canonical_json(dict(details)), recorded_at))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot write to the completion store {str(self.path)!r} ({exc}). "
+                             f"{_write_fix(exc)}, or run with store.enabled=false.") from exc
+
+    def last_identity(self, address: str, backend: str, model: str) -> tuple[str, dict[str, str], str] | None:
+        """(digest, details, recorded_at) last recorded for ``backend``/``model`` at ``address``, or None."""
+        row = self._db.execute("SELECT digest, details, recorded_at FROM identities WHERE backend = ? AND model = ? "
+                               "AND address = ?", (backend, model, address)).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), {str(k): str(v) for k, v in json.loads(row[1]).items()}, str(row[2])
+
+    def count_present(self, keys: Sequence[str]) -> int:
+        """How many of ``keys`` the store holds (without reading their records)."""
+        count = 0
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            (found,) = self._db.execute(f"SELECT COUNT(*) FROM completions WHERE key IN ({marks})", chunk).fetchone()
+            count += int(found)
+        return count
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored completion for ``key``, or None; a record whose checksum fails is an error."""

@@ -64,7 +64,7 @@ def test_malformed_replay_files_name_file_and_line(tmp_path: Path, lines: list[s
 def test_missing_replay_file_and_unknown_backend_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="does not exist"):
         create_backend(ReplayModelConfig(path=str(tmp_path / "nope.jsonl"), name="x"))
-    with pytest.raises(BackendError, match="known backends: llamacpp, ollama, openai, replay"):
+    with pytest.raises(BackendError, match="known backends: anthropic, llamacpp, ollama, openai, replay"):
         create_backend(ModelConfig(name="x", backend="vllm-magic"))
 
 

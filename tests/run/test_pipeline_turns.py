@@ -112,7 +112,7 @@ def test_a_backend_that_cannot_send_a_system_turn_is_refused_with_the_fix() -> N
     assert {"llamacpp", "replay", "ollama", "openai"} <= sending
     with pytest.raises(BackendError, match=r"conditions \['system_generic'\] send a system turn, but the 'plugin' "
                                            r"backend cannot send one, so nothing was asked\. Use a backend that sends "
-                                           r"system turns \(llamacpp, ollama, openai, replay\)"):
+                                           r"system turns \(anthropic, llamacpp, ollama, openai, replay\)"):
         require_system_turns(NoSystemTurns(), "plugin", roles)  # type: ignore[arg-type]
     require_system_turns(NoSystemTurns(), "plugin", {"P1": {"user"}})  # no system turn: nothing to refuse
 

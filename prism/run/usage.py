@@ -1,0 +1,118 @@
+"""Tokens and cost of a run, summed over its raw records as they are scored.
+
+A run's records are of two kinds: cells asked in this run (``cached`` false) and cells the completion store
+served (``cached`` true, their tokens counted when another run asked them). The metrics keep them apart:
+
+- ``tokens_prompt``, ``tokens_completion``: the backend's counts summed over the cells asked in this run (a
+  failed request, or a backend that counts nothing, adds 0), and per condition ``tokens_prompt/<condition>``,
+  ``tokens_completion/<condition>``;
+- ``tokens_from_store_prompt``, ``tokens_from_store_completion``: the same sums over the cells the store served;
+- ``tokens_provider_cached``: the prompt tokens the provider served from its own prompt cache
+  (``provider_cached_tokens``), over the cells asked in this run; logged only when some reply reported them;
+- ``cost_usd``: with ``model.pricing`` set, ``(tokens_prompt * input_per_mtok + tokens_completion *
+  output_per_mtok) / 1e6``, what this run asked. Provider cache discounts are not applied, so for OpenAI,
+  whose ``prompt_tokens`` include the cached ones, it is an upper bound; Anthropic's ``input_tokens`` leave
+  cache reads out, so they are not priced at all. ``batch_discount`` is for the batch APIs of a later release.
+
+The identity probe a remote backend sends before the first cell is not a cell and is in none of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prism.config import PricingConfig
+from prism.errors import ConfigError
+from prism.records import RawRecord
+
+#: Metric name prefixes of what a run cost rather than what it measured: they differ between a run and its
+#: rerun from the store by design, so comparisons of results (a reproduction) leave them out.
+USAGE_METRICS = ("tokens_", "cost_usd")
+
+
+def is_usage_metric(name: str) -> bool:
+    """Whether ``name`` is a token or cost metric (:data:`USAGE_METRICS`)."""
+    return name.startswith(USAGE_METRICS)
+
+
+def check_pricing(pricing: PricingConfig) -> None:
+    """Refuse prices that cannot be meant, before anything is asked.
+
+    Raises:
+        ConfigError: If only one of the two prices is set, or a price or the discount is out of range.
+    """
+    given = {"input_per_mtok": pricing.input_per_mtok, "output_per_mtok": pricing.output_per_mtok}
+    unset = [k for k, v in given.items() if v is None]
+    if len(unset) == 1:
+        other = next(k for k in given if k not in unset)
+        raise ConfigError(f"model.pricing.{other} is set but model.pricing.{unset[0]} is not: set both (US dollars "
+                          "per million tokens, from the provider's price page), or neither for no cost_usd.")
+    for key, value in given.items():
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"model.pricing.{key}={value!r} must be a price >= 0 in US dollars per million tokens.")
+    if not (math.isfinite(pricing.batch_discount) and 0 < pricing.batch_discount <= 1):
+        raise ConfigError(f"model.pricing.batch_discount={pricing.batch_discount!r} must be in (0, 1]: the "
+                          "fraction of the price a batch API charges (0.5: half price).")
+
+
+def priced(pricing: PricingConfig) -> bool:
+    """Whether both prices are set."""
+    return pricing.input_per_mtok is not None and pricing.output_per_mtok is not None
+
+
+def cost_usd(prompt_tokens: int, completion_tokens: int, pricing: PricingConfig) -> float:
+    """What these tokens cost at ``pricing`` (both prices set), in US dollars."""
+    assert pricing.input_per_mtok is not None and pricing.output_per_mtok is not None
+    return (prompt_tokens * pricing.input_per_mtok + completion_tokens * pricing.output_per_mtok) / 1e6
+
+
+@dataclass
+class Usage:
+    """Token sums of one run's records (module docstring), added one record at a time."""
+
+    prompt: int = 0
+    completion: int = 0
+    store_prompt: int = 0
+    store_completion: int = 0
+    provider_cached: int | None = None
+    per_condition: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, record: RawRecord) -> None:
+        """Count one record."""
+        prompt, completion = record.prompt_tokens or 0, record.completion_tokens or 0
+        if record.cached:
+            self.store_prompt += prompt
+            self.store_completion += completion
+            return
+        self.prompt += prompt
+        self.completion += completion
+        sums = self.per_condition.setdefault(record.condition, [0, 0])
+        sums[0] += prompt
+        sums[1] += completion
+        if record.provider_cached_tokens is not None:
+            self.provider_cached = (self.provider_cached or 0) + record.provider_cached_tokens
+
+    def through(self, records: Iterable[RawRecord]) -> Iterator[RawRecord]:
+        """``records`` unchanged, each counted as it passes."""
+        for record in records:
+            self.add(record)
+            yield record
+
+    def metrics(self, conditions: Iterable[str], pricing: PricingConfig) -> dict[str, float]:
+        """The run's token (and, with prices, cost) metrics; every condition gets its own, 0 when none was asked."""
+        metrics: dict[str, float] = {
+            "tokens_prompt": float(self.prompt), "tokens_completion": float(self.completion),
+            "tokens_from_store_prompt": float(self.store_prompt),
+            "tokens_from_store_completion": float(self.store_completion),
+        }
+        for name in conditions:
+            prompt, completion = self.per_condition.get(name, [0, 0])
+            metrics[f"tokens_prompt/{name}"] = float(prompt)
+            metrics[f"tokens_completion/{name}"] = float(completion)
+        if self.provider_cached is not None:
+            metrics["tokens_provider_cached"] = float(self.provider_cached)
+        if priced(pricing):
+            metrics["cost_usd"] = cost_usd(self.prompt, self.completion, pricing)
+        return metrics
