@@ -248,6 +248,31 @@ def _size(item: RunEvidence) -> str:
     return str(int(logged)) if logged is not None else item.run.params.get("dataset.n", "–")
 
 
+def _token_pair(prompt: str, completion: str) -> Callable[[RunEvidence], str]:
+    """``<prompt> prompt + <completion> completion`` tokens from two logged metrics; a dash for a run without them."""
+    def value(item: RunEvidence) -> str:
+        a, b = item.metrics.get(prompt), item.metrics.get(completion)
+        if a is None or b is None:
+            return "–"
+        return f"{int(a):,} prompt + {int(b):,} completion"
+    return value
+
+
+def _count(metric: str) -> Callable[[RunEvidence], str]:
+    def value(item: RunEvidence) -> str:
+        logged = item.metrics.get(metric)
+        return "–" if logged is None else f"{int(logged):,}"
+    return value
+
+
+def _cost(item: RunEvidence) -> str:
+    """What the run's own requests cost at its ``model.pricing`` (a run without prices logs no ``cost_usd``)."""
+    logged = item.metrics.get("cost_usd")
+    if logged is not None:
+        return f"${logged:,.4f}"
+    return "no model.pricing" if "tokens_prompt" in item.metrics else "–"
+
+
 # (item key, row label, value, whether runs must agree on it to be directly comparable)
 SETUP_ROWS: tuple[tuple[str, str, Callable[[RunEvidence], str], bool], ...] = (
     ("run_id", "MLflow run id", lambda item: item.run.run_id, False),
@@ -276,6 +301,13 @@ SETUP_ROWS: tuple[tuple[str, str, Callable[[RunEvidence], str], bool], ...] = (
     ("prism_version", "PRISM version", _tag("prism.version"), False),
     ("git_commit", "PRISM commit", lambda i: i.run.tags.get("prism.git_commit", "–")
      + (" (uncommitted changes)" if i.run.tags.get("prism.git_dirty") == "true" else ""), False),
+    # What the run asked and what it cost (tokens_* and cost_usd, prism.run.usage): the backend's own counts.
+    ("tokens_asked", "tokens asked in this run", _token_pair("tokens_prompt", "tokens_completion"), False),
+    ("tokens_from_store", "tokens of cells the store served",
+     _token_pair("tokens_from_store_prompt", "tokens_from_store_completion"), False),
+    ("tokens_provider_cached", "prompt tokens the provider served from its cache",
+     _count("tokens_provider_cached"), False),
+    ("cost_usd", "cost of this run's requests (USD)", _cost, False),
 )
 # Items shown as code (identifiers a reader copies).
 CODE_ITEMS = frozenset({"run_id", "model_digest", "question_set_sha256", "git_commit", "dataset_version"})

@@ -291,3 +291,23 @@ def test_low_recovery_names_the_rules_that_left_responses_unknown() -> None:
                "parse_method/truncated": 0.0, "answer_recovery_rate": 0.58}
     assert unknown_methods(metrics) == "; UNKNOWN as enumeration 30%, none 12%"
     assert unknown_methods({"answer_recovery_rate": 0.5}) == ""  # a run logged before these metrics
+
+
+def test_the_setup_rows_say_what_a_run_asked_and_what_it_cost() -> None:
+    from types import SimpleNamespace
+
+    from prism.compare.report_sections import setup_rows
+
+    def evidence(metrics: dict[str, float]) -> SimpleNamespace:
+        run = SimpleNamespace(run_id="r", params={}, tags={}, conditions=[])
+        return SimpleNamespace(run=run, metrics=metrics)
+
+    priced = evidence({"tokens_prompt": 12345.0, "tokens_completion": 678.0, "tokens_from_store_prompt": 10.0,
+                       "tokens_from_store_completion": 2.0, "tokens_provider_cached": 4096.0, "cost_usd": 0.04716})
+    unpriced = evidence({"tokens_prompt": 5.0, "tokens_completion": 1.0, "tokens_from_store_prompt": 0.0,
+                         "tokens_from_store_completion": 0.0, "tokens_provider_cached": 0.0})
+    rows = {row.key: row.values for row in setup_rows([priced, unpriced, evidence({})])}  # type: ignore[list-item]
+    assert rows["tokens_asked"] == ["12,345 prompt + 678 completion", "5 prompt + 1 completion", "–"]
+    assert rows["tokens_from_store"] == ["10 prompt + 2 completion", "0 prompt + 0 completion", "–"]
+    assert rows["tokens_provider_cached"] == ["4,096", "0", "–"]
+    assert rows["cost_usd"] == ["$0.0472", "no model.pricing", "–"]

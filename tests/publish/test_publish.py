@@ -234,12 +234,17 @@ def test_run_page_has_every_reproducibility_item_and_escapes_responses(site: dic
                       ("max_tokens", "generation.max_tokens"), ("temperature", "generation.temperature")):
         assert cells[item] == params[key], item
     assert cells["sample_seed"] == "3" and cells["run_id"] == beta
+    metrics = client.get_run(beta).data.metrics
+    assert cells["tokens_asked"] == (f"{int(metrics['tokens_prompt']):,} prompt + "
+                                     f"{int(metrics['tokens_completion']):,} completion")
+    assert cells["cost_usd"] == "no model.pricing"  # a run without prices logs no cost_usd
     for phrase in ("Where the conditions disagree most", "What PRISM does not claim", "Prompt templates",
                    "question-majority accuracy ≥ 0.60", "not a classification"):
         assert phrase in text, phrase
     old = parse(out / "runs" / f"{ids['delta/survey']}.html")
     old_cells = {td.get("data-item"): text_of(td) for td in old.iter("td") if td.get("data-item")}
     assert old_cells["model_digest"] == "not recorded" and old_cells["parser_version"] == "not recorded"
+    assert old_cells["tokens_asked"] == "not recorded" and old_cells["cost_usd"] == "not recorded"
 
 
 def test_model_page_lists_its_runs(site: dict[str, Any]) -> None:
