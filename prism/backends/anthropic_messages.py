@@ -59,7 +59,7 @@ from prism.backends.base import BackendError, Request
 from prism.backends.registry import BackendEntry, register_backend
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend, RemoteModelConfig, sent_options
 from prism.backends.retry import Transient, parse_retry_after, transient_status
-from prism.backends.wire import excerpt, token_count
+from prism.backends.wire import as_dict, excerpt, token_count
 from prism.types import Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:
@@ -312,7 +312,7 @@ class AnthropicBackend(RemoteBackend):
         except (ValueError, TypeError) as exc:
             raise BackendError(f"{self._url}/v1/messages answered a one-token probe with something that is not a "
                                f"message ({excerpt(self._redact(str(exc)))}); check model.base_url.") from None
-        reply = _as_dict(probe)
+        reply = as_dict(probe)
         if reply is None or reply.get("type") != "message":
             raise BackendError(f"{self._url}/v1/messages answered a one-token probe with a body that is not a "
                                f"message ({excerpt(self._redact(str(probe)))}); check model.base_url.")
@@ -378,18 +378,12 @@ class AnthropicBackend(RemoteBackend):
                                             messages=body["messages"], extra_body=rest)
 
     def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
-        data = _as_dict(reply)
+        data = as_dict(reply)
         if data is None:
             return self._failed(request, body, latency_s,
                                 f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
         completion = read_reply(data, latency_s, body, not_sent(request))
-        said = completion.backend_options["served"]
-        if said != self._pinned and completion.error is None:
-            self._warn_once(f"served:{canonical_json(said)}", "the Messages API at %s answered %r as %s, but the probe "
-                            "before the first cell was answered as %s; the model digest pins the probe's. Records keep "
-                            "what each reply said under backend_options.served.", self._url, self._name,
-                            canonical_json(said), canonical_json(self._pinned))
-        return completion
+        return self._warn_if_served_changed(completion, self._pinned, "the Messages API at " + self._url)
 
     def _classify(self, exc: Exception) -> Transient | None:
         return _classify(exc)
@@ -426,13 +420,6 @@ class AnthropicBackend(RemoteBackend):
         self._client.close()
 
 
-def _as_dict(reply: Any) -> dict[str, Any] | None:
-    """An SDK reply as the JSON the server sent (fields it sent only), or None when it is not an object."""
-    dump = getattr(reply, "model_dump", None)
-    if not callable(dump):
-        return None
-    data = dump(exclude_unset=True)
-    return data if isinstance(data, dict) else None
 
 
 # The backend's one entry. No log-probabilities (the Messages API returns none): label_probs is refused

@@ -60,7 +60,6 @@ from prism.backends.base import BackendError, Request
 from prism.backends.openai_wire import (
     NO_KEY,
     PROBE_BODY,
-    as_dict,
     build_request,
     check_base_url,
     check_extra_body,
@@ -76,7 +75,7 @@ from prism.backends.openai_wire import (
 from prism.backends.registry import BackendEntry, register_backend
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend, RemoteModelConfig, sent_options
 from prism.backends.retry import Transient, transient_status
-from prism.backends.wire import excerpt
+from prism.backends.wire import as_dict, excerpt
 from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets
 from prism.types import Completion, ModelIdentity, canonical_json
 
@@ -302,13 +301,7 @@ class OpenAIBackend(RemoteBackend):
                                 f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
         labels = request.prompt.displayed_labels if request.params.label_probs else None
         completion = read_reply(data, latency_s, body, not_sent(request, self._send_top_k), labels)
-        said = completion.backend_options["served"]
-        if said != self._pinned and completion.error is None:
-            self._warn_once(f"served:{canonical_json(said)}", "the server at %s answered %r with %s, but the probe "
-                            "before the first cell was answered by %s; the model digest pins the probe's. Records "
-                            "keep what each reply said under backend_options.served.", self._url, self._name,
-                            canonical_json(said), canonical_json(self._pinned))
-        return completion
+        return self._warn_if_served_changed(completion, self._pinned, "the server at " + self._url)
 
     def _classify(self, exc: Exception) -> Transient | None:
         return _classify(exc)

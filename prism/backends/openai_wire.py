@@ -247,14 +247,3 @@ def redact(text: str, key: str | None) -> str:
 
 
 
-def as_dict(reply: Any) -> dict[str, Any] | None:
-    """A client reply as the JSON the server sent, or None when the client could not read it as an object.
-
-    ``exclude_unset`` keeps only the fields the server sent: the client's own defaults for fields the
-    server never mentioned would otherwise change with the client's version, and with them the digest.
-    """
-    dump = getattr(reply, "model_dump", None)
-    if not callable(dump):  # the client hands back the body as text when it is not JSON
-        return None
-    data = dump(exclude_unset=True)
-    return data if isinstance(data, dict) else None

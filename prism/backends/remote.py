@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 from prism.backends.base import BackendError, Request
 from prism.backends.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries, transport_failure
 from prism.config import ModelConfig
-from prism.types import Completion, ModelIdentity
+from prism.types import Completion, ModelIdentity, canonical_json
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -302,6 +302,21 @@ class RemoteBackend(ABC):
                 return
             self._warned.add(kind)
         log.warning(message, *args)
+
+    def _warn_if_served_changed(self, completion: Completion, pinned: Mapping[str, Any], server: str) -> Completion:
+        """Warn once per answer seen when a reply names another model than the identity probe did.
+
+        The model digest pins what the probe before the first cell was answered by; a server that swaps the
+        model behind a name mid-run (an alias moved to a new snapshot) is said so, and every record keeps what
+        its own reply said under ``backend_options.served``.
+        """
+        said = completion.backend_options["served"]
+        if said != pinned and completion.error is None:
+            self._warn_once(f"served:{canonical_json(said)}", "%s answered %r as %s, but the probe before the first "
+                            "cell was answered as %s; the model digest pins the probe's. Records keep what each "
+                            "reply said under backend_options.served.", server, self._name, canonical_json(said),
+                            canonical_json(dict(pinned)))
+        return completion
 
     # -- hooks: what differs between servers ----------------------------------------------------------------
 

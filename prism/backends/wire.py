@@ -24,3 +24,17 @@ def excerpt(value: Any, limit: int = 200) -> str:
     """A short printable excerpt of a value for an error message."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_dict(reply: Any) -> dict[str, Any] | None:
+    """An official client's reply as the JSON the server sent, or None when it could not be read as an object.
+
+    ``exclude_unset`` keeps only the fields the server sent: the client's own defaults for fields the
+    server never mentioned would otherwise change with the client's version, and with them the digest.
+    The OpenAI and Anthropic SDKs both hand back pydantic models (and the body as text when it is not JSON).
+    """
+    dump = getattr(reply, "model_dump", None)
+    if not callable(dump):
+        return None
+    data = dump(exclude_unset=True)
+    return data if isinstance(data, dict) else None
