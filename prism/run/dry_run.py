@@ -133,7 +133,7 @@ def _present(store: CompletionStore | None, keys: list[str]) -> set[str]:
     """The keys the store holds."""
     if store is None:
         return set()
-    return set(store.get_many(keys))
+    return store.present(keys)
 
 
 def format_plan(plan: RunPlan) -> str:

@@ -181,15 +181,15 @@ class CompletionStore:
             return None
         return str(row[0]), {str(k): str(v) for k, v in json.loads(row[1]).items()}, str(row[2])
 
-    def count_present(self, keys: Sequence[str]) -> int:
-        """How many of ``keys`` the store holds (without reading their records)."""
-        count = 0
+    def present(self, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` the store holds, without reading their records (a dry run's count)."""
+        found: set[str] = set()
         for start in range(0, len(keys), 500):
             chunk = list(keys[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            (found,) = self._db.execute(f"SELECT COUNT(*) FROM completions WHERE key IN ({marks})", chunk).fetchone()
-            count += int(found)
-        return count
+            found.update(key for (key,) in self._db.execute(f"SELECT key FROM completions WHERE key IN ({marks})",
+                                                            chunk))
+        return found
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored completion for ``key``, or None; a record whose checksum fails is an error."""

@@ -174,3 +174,12 @@ def test_a_store_with_a_sync_interval_keeps_every_commit_for_the_next_process(tm
     store.close()
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         assert db.execute("SELECT count(*) FROM completions").fetchone() == (50,)
+
+
+def test_present_names_the_held_keys_without_reading_their_records(tmp_path: Path) -> None:
+    store = CompletionStore(tmp_path / "s.sqlite")
+    keys = [f"k{i}" for i in range(1203)]  # more than one batch of 500
+    for key in keys[::2]:
+        put(store, key, key)
+    assert store.present([*keys, "absent"]) == set(keys[::2])
+    assert store.present([]) == set()
