@@ -8,12 +8,16 @@ of being silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
 from omegaconf import II, MISSING
 
-from prism.errors import ConfigError
+from prism.errors import ConfigError, DataError
+from prism.types import canonical_json, sha256_text
 
 T = TypeVar("T")
 
@@ -32,6 +36,27 @@ class PricingConfig:
     # The discount of a batch API (0.5: half price), for the batch APIs of a later release; not applied yet.
     batch_discount: float = 0.5
 
+    def check(self) -> None:
+        """Refuse prices that cannot be meant, before anything is asked.
+
+        Raises:
+            ConfigError: If only one of the two prices is set, or a price or the discount is out of range.
+        """
+        given = {"input_per_mtok": self.input_per_mtok, "output_per_mtok": self.output_per_mtok}
+        unset = [k for k, v in given.items() if v is None]
+        if len(unset) == 1:
+            other = next(k for k in given if k not in unset)
+            raise ConfigError(f"model.pricing.{other} is set but model.pricing.{unset[0]} is not: set both (US "
+                              "dollars per million tokens, from the provider's price page), or neither for no "
+                              "cost_usd.")
+        for key, value in given.items():
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"model.pricing.{key}={value!r} must be a price >= 0 in US dollars per million "
+                                  "tokens.")
+        if not (math.isfinite(self.batch_discount) and 0 < self.batch_discount <= 1):
+            raise ConfigError(f"model.pricing.batch_discount={self.batch_discount!r} must be in (0, 1]: the "
+                              "fraction of the price a batch API charges (0.5: half price).")
+
 
 @dataclass
 class ModelConfig:
@@ -46,6 +71,23 @@ class ModelConfig:
     # What the provider charges, for the run's cost_usd metric (user data: PRISM ships no price list).
     pricing: PricingConfig = field(default_factory=PricingConfig)
 
+    def check(self) -> None:
+        """Refuse a model name no run can carry, and prices that cannot be meant.
+
+        The name becomes metric names (``sensitivity/<model>/...``), run names and tags; a slash is kept,
+        since served ids are often ``org/model`` (vLLM, ``hf.co/...`` Ollama tags), and any file named after
+        a model goes through :func:`prism.types.safe_filename`. An empty name is left to the backend, which
+        says what it needs. Each backend's schema checks its own settings when the backend is created.
+
+        Raises:
+            ConfigError: Naming the value and what is allowed.
+        """
+        name = self.name or ""
+        if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
+            raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such "
+                              "a path segment, or hold control characters. Set model.name=NAME to the model's tag "
+                              "or served id (e.g. llama3:8b or org/model).")
+        self.pricing.check()
 
 
 
@@ -56,11 +98,56 @@ class ModelConfig:
 
 
 
+
+
+
+# Closed choices. OmegaConf 2.3 cannot validate a ``Literal`` annotation, so at run time each field is
+# declared ``str`` (Hydra checks the type) and the group's ``check()`` checks the value against the
+# ``Literal``'s members; mypy sees the ``Literal`` and checks every comparison and assignment in the code.
+AnswerFormat = Literal["index", "letter", "text", "none"]
+DatasetType = Literal["objective", "subjective"]
+FileFormat = Literal["jsonl", "json", "csv", "parquet"]
+DatasetRule = Literal["numeric_labels", "seeded_option_order"]
+FamilyScale = Literal["nominal", "ordinal", "numeric"]
+ComparePairs = Literal["reference", "all"]
+if TYPE_CHECKING:
+    AnswerFormatField = AnswerFormat
+    DatasetTypeField = DatasetType
+    FileFormatField = FileFormat
+    DatasetRuleField = DatasetRule
+    FamilyScaleField = FamilyScale
+    ComparePairsField = ComparePairs
+else:
+    AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
+    FamilyScaleField = ComparePairsField = str
+
+ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
+DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
+# File formats ``datasets`` reads, by the name ``dataset.format`` takes and by suffix.
+FILE_FORMATS: dict[FileFormat, str] = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}
+DATASET_RULES: tuple[DatasetRule, ...] = get_args(DatasetRule)
+MIN_OPTIONS, MAX_OPTIONS = 2, 10
+
+
+def one_of(key: str, value: object, allowed: tuple[str, ...], error: type[Exception] = ConfigError) -> None:
+    """Refuse a closed choice's value that is not one of its members, naming the key and the members.
+
+    Raises:
+        ConfigError: (or ``error``) When ``value`` is not in ``allowed``.
+    """
+    if value not in allowed:
+        raise error(f"{key}={value!r} is not known; use one of: {', '.join(allowed)}.")
 
 
 @dataclass
 class DatasetFields:
-    """Which source column holds each part of a question (see ``prism.questions.spec.FieldMap``)."""
+    """Which source column holds each part of a question (``dataset.fields.*``).
+
+    ``options`` is one column holding a list of option texts or a ``{text, label}`` mapping (ARC's
+    ``choices``), or several columns, one option each, in display order; ``answer`` is read as
+    ``dataset.answer_format`` says (None: items without a key); ``id`` is the dataset's own id column (None:
+    a stable id is made from a hash of the item's text); ``group`` groups questions (subject, wave).
+    """
 
     id: str | None = None
     question: str = "question"
@@ -69,6 +156,34 @@ class DatasetFields:
     answer: str | None = "answer"
     group: str | None = None
 
+    def __post_init__(self) -> None:
+        # An empty column name (``dataset.fields.answer=''``) means no column, as null does.
+        self.id, self.answer, self.group = (value or None for value in (self.id, self.answer, self.group))
+
+    @property
+    def option_columns(self) -> str | tuple[str, ...]:
+        """``options`` as one column name or a tuple of them (a YAML list arrives as a list)."""
+        if self.options is None or isinstance(self.options, str):
+            return str(self.options or "")
+        return tuple(str(column) for column in self.options)
+
+    def columns(self) -> dict[str, str]:
+        """Every mapped column by the key that names it (``fields.options.2`` for the third option column)."""
+        named = {"id": self.id, "question": self.question, "answer": self.answer, "group": self.group}
+        found = {f"fields.{key}": column for key, column in named.items() if column is not None}
+        options = self.option_columns
+        if isinstance(options, str):
+            found["fields.options"] = options
+        else:
+            found.update({f"fields.options.{i}": column for i, column in enumerate(options)})
+        return found
+
+    def canonical(self) -> dict[str, Any]:
+        """The mapping as the frozen file's name digests it (options as a string or a list)."""
+        options = self.option_columns
+        return {"question": self.question, "options": options if isinstance(options, str) else list(options),
+                "answer": self.answer, "id": self.id, "group": self.group}
+
 
 @dataclass
 class DatasetConfig:
@@ -76,6 +191,7 @@ class DatasetConfig:
 
     The source is ``path`` (one JSONL, CSV or Parquet file), else ``data_dir/<name>/<split>.jsonl``, else
     the Hub (``hub``, ``hub_config``, ``split``); ``fields`` maps its columns (``prism.questions``).
+    :meth:`check` refuses a config no source could satisfy before any file is read.
     """
 
     name: str = MISSING
@@ -86,16 +202,16 @@ class DatasetConfig:
     cache_dir: str = ".prism/frozen"
     path: str | None = None
     # jsonl, csv or parquet; null: from the suffix of path.
-    format: str | None = None
+    format: FileFormatField | None = None
     hub: str | None = None
     hub_config: str | None = None
     fields: DatasetFields = field(default_factory=DatasetFields)
     # index (0-based), letter (A.. or the option's own label), text (the option's text) or none (no key).
-    answer_format: str = "index"
+    answer_format: AnswerFormatField = "index"
     # objective (there is a correct option) or subjective (survey items).
-    type: str = "objective"
+    type: DatasetTypeField = "objective"
     # Named dataset rules (prism.questions.rules.RULES), e.g. [numeric_labels].
-    rules: list[str] = field(default_factory=list)
+    rules: list[DatasetRuleField] = field(default_factory=list)
     # Option counts to keep (a whole number or a list); null: any count from 2 to 10.
     options: Any = None
     # Group values to keep (dataset.fields.group); empty: all.
@@ -108,6 +224,112 @@ class DatasetConfig:
     ordinal: bool = False
     # Item ids to leave out and count (dropped.excluded).
     exclude: list[str] = field(default_factory=list)
+
+    def option_counts(self) -> tuple[int, ...] | None:
+        """``options`` as the sorted option counts to keep, or None for any count from 2 to 10.
+
+        Raises:
+            DataError: When it is not a whole number, a list of them, or null.
+        """
+        value = self.options
+        if value is None:
+            return None
+        values = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+        counts = []
+        for item in values:
+            if isinstance(item, bool) or not isinstance(item, int | str) or not str(item).strip().isdigit():
+                raise DataError(f"dataset.options={value!r} cannot be used: give a whole number from {MIN_OPTIONS} "
+                                f"to {MAX_OPTIONS}, a list of them ('dataset.options=[4,5]'), or null for any count.")
+            counts.append(int(item))
+        return tuple(sorted(set(counts)))
+
+    def check(self) -> None:
+        """Refuse a dataset config no source could satisfy; every message names the key to set and how.
+
+        Raises:
+            DataError: For the first problem found.
+        """
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(self.name)):
+            raise DataError(f"dataset.name={self.name!r} cannot be used: give a name of letters, digits, '_', "
+                            "'.' and '-' (it names the frozen file and the records).")
+        if not re.fullmatch(r"\w+", str(self.split)):
+            raise DataError(f"dataset.split must be a plain name such as 'test', got {self.split!r}")
+        if self.name == "custom" and self.path is None and self.hub is None:
+            raise DataError("dataset=custom reads one local file: set dataset.path=FILE (JSONL, CSV or Parquet) and "
+                            "map its columns, e.g. dataset.path=items.csv dataset.fields.question=stem "
+                            "'dataset.fields.options=[a,b,c,d]' dataset.fields.answer=key dataset.answer_format=letter")
+        one_of("dataset.answer_format", self.answer_format, ANSWER_FORMATS, DataError)
+        one_of("dataset.type", self.type, DATASET_TYPES, DataError)
+        for rule in self.rules:
+            one_of("dataset.rules", rule, DATASET_RULES, DataError)
+        if self.format is not None:
+            one_of("dataset.format", self.format, tuple(FILE_FORMATS), DataError)
+        if not self.fields.question:
+            raise DataError("dataset.fields.question is not set: name the column that holds the question text, "
+                            "e.g. dataset.fields.question=question.")
+        if not self.fields.option_columns:
+            raise DataError("dataset.fields.options is not set: name one column holding a list of options (or "
+                            "ARC-style {text, label}), or list one column per option: "
+                            "'dataset.fields.options=[a,b,c,d]'.")
+        if self.answer_format != "none" and self.fields.answer is None:
+            raise DataError(f"dataset.answer_format={self.answer_format} needs dataset.fields.answer, the column "
+                            "holding the answer (or set dataset.answer_format=none for items without a key).")
+        if self.ordinal and "seeded_option_order" in self.rules:
+            raise DataError("dataset.ordinal=true keeps an ordered scale in its order, but the seeded_option_order "
+                            "rule shuffles the options: drop one of the two.")
+        if self.exclude and self.fields.id is None:
+            raise DataError("dataset.exclude lists item ids, but this dataset has no dataset.fields.id; map the id "
+                            "column or drop dataset.exclude.")
+        counts = self.option_counts()
+        for count in counts or ():
+            if not MIN_OPTIONS <= count <= MAX_OPTIONS:
+                raise DataError(f"dataset.options={list(counts or ())} cannot be used: every count must be "
+                                f"a whole number from {MIN_OPTIONS} to {MAX_OPTIONS}.")
+        if self.stratify is not None and self.stratify != self.fields.group:
+            raise DataError(f"dataset.stratify={self.stratify} must name the group column, dataset.fields.group "
+                            f"(now {self.fields.group}); set dataset.fields.group={self.stratify} or drop stratify.")
+        if self.subjects and self.fields.group is None:
+            raise DataError("dataset.subjects selects groups, but this dataset has no dataset.fields.group; set "
+                            "the column that holds the subject or drop dataset.subjects.")
+
+    def file_format(self) -> str:
+        """The ``datasets`` loader of ``path``: ``dataset.format``, else the file's suffix.
+
+        Raises:
+            DataError: When neither says.
+        """
+        if self.format is not None:
+            return FILE_FORMATS[self.format]
+        suffix = (self.path or "").rsplit(".", 1)[-1].lower()
+        if suffix not in FILE_FORMATS:
+            raise DataError(f"cannot tell the format of dataset.path={self.path}: its suffix is not one of "
+                            f"{sorted('.' + s for s in FILE_FORMATS)}. Set dataset.format=jsonl, csv or parquet.")
+        return FILE_FORMATS[suffix]
+
+    def mapping_digest(self, source: str) -> str:
+        """Hex digest of the source and everything that decides which questions it yields and how.
+
+        It is part of the frozen file's name, so two datasets (two custom files, or one file mapped two
+        ways) with the same ``n`` and seed never share a cache file.
+        """
+        counts = self.option_counts()
+        record: dict[str, Any] = {
+            "source": source,
+            "split": self.split,
+            "fields": self.fields.canonical(),
+            "answer_format": self.answer_format,
+            "type": self.type,
+            "rules": [str(rule) for rule in self.rules],
+            "options": None if counts is None else list(counts),
+            "subjects": [str(s) for s in self.subjects],
+            "stratify": self.stratify,
+        }
+        # Added only when set, so the frozen files of every dataset without them keep their names.
+        if self.folder is not None:
+            record["folder"] = self.folder
+        if self.exclude:
+            record["exclude"] = [str(i) for i in self.exclude]
+        return sha256_text(canonical_json(record))
 
 
 @dataclass
@@ -155,7 +377,7 @@ class FormatSpec:
 class FamilySpec:
     """A family as an axis: its scale and, optionally, its values in order (the first is its baseline)."""
 
-    scale: str = "nominal"
+    scale: FamilyScaleField = "nominal"
     values: list[str] = field(default_factory=list)
 
 
@@ -223,6 +445,29 @@ class GenerationConfig:
     # the canonical parameters (store keys, records) only when true.
     label_probs: bool = False
 
+    def check(self) -> None:
+        """Refuse generation values that Hydra's types allow but no backend can honour as meant.
+
+        A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
+        full" and a negative seed as "pick a random one", which would quietly change what is measured.
+
+        Raises:
+            ConfigError: Naming the key, the value and the accepted range.
+        """
+        rules: list[tuple[str, Any, bool, str]] = [
+            ("repetitions", self.repetitions, self.repetitions >= 1, "a whole number >= 1"),
+            ("max_tokens", self.max_tokens, self.max_tokens >= 1, "a whole number >= 1"),
+            ("temperature", self.temperature, 0 <= self.temperature < float("inf"),
+             "a number >= 0 (0 is greedy decoding)"),
+            ("seed", self.seed, self.seed >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
+            ("top_p", self.top_p, self.top_p is None or 0 < self.top_p <= 1, "null or a number in (0, 1]"),
+            ("top_k", self.top_k, self.top_k is None or self.top_k >= 1, "null or a whole number >= 1"),
+        ]
+        for key, value, valid, accepted in rules:
+            if not valid:
+                raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
+                                  f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
+
 
 @dataclass
 class TrackingConfig:
@@ -245,6 +490,17 @@ class StoreConfig:
     # reaches the OS at once), a power loss at most that interval, which a resumed run asks again. An
     # fsync can cost more than a fast server's or a replayed completion (prism/run/store.py).
     sync_interval_s: float = 0.0
+
+    def check(self) -> None:
+        """Refuse a sync interval that is not a number of seconds >= 0.
+
+        Raises:
+            ConfigError: Naming the value and what it means.
+        """
+        if not 0 <= self.sync_interval_s < float("inf"):
+            raise ConfigError(f"store.sync_interval_s={self.sync_interval_s!r} cannot be used: it must be a number "
+                              ">= 0 (0 fsyncs every completion; N fsyncs at most N seconds after one). Set it with "
+                              "store.sync_interval_s=VALUE.")
 
 
 @dataclass
@@ -276,6 +532,20 @@ class PrismConfig:
     # no request to the model server, no MLflow run.
     dry_run: bool = False
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+
+    def check(self) -> None:
+        """Check every group once, when the config is built (:func:`to_schema`): nothing is asked before.
+
+        The condition set is checked as it is built (``prism.conditions.condition_set_from_config``), since
+        its checks need the steps it names.
+
+        Raises:
+            ConfigError: (or ``DataError`` for the dataset) naming the first key that cannot be used.
+        """
+        self.model.check()
+        self.dataset.check()
+        self.generation.check()
+        self.store.check()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -325,7 +595,7 @@ class CompareConfig:
     filters: CompareFilters = field(default_factory=CompareFilters)
     # Which pairs of runs the divergence and differences tables hold: "reference" (each run against one
     # reference run, linear in the runs) or "all" (every pair, quadratic).
-    pairs: str = "reference"
+    pairs: ComparePairsField = "reference"
     # The reference run's id; null: the first of ``runs``, else the earliest-started selected run.
     reference: str | None = None
     differences: CompareDifferences = field(default_factory=CompareDifferences)
@@ -344,6 +614,30 @@ class CompareConfig:
     # Where tables and plots are written before upload; null: Hydra's output directory of the job.
     output_dir: str | None = None
 
+    def check(self) -> None:
+        """Refuse a pairing or a cap no comparison can use, before any run is read.
+
+        Which run is the reference is checked against the selected runs once they are known
+        (``prism.compare.core``).
+
+        Raises:
+            ConfigError: Naming the key, the value and what it may be.
+        """
+        if self.pairs not in get_args(ComparePairs):
+            raise ConfigError(f"pairs must be one of {', '.join(get_args(ComparePairs))}, got {self.pairs!r}: "
+                              "'reference' compares each run with one reference run (reference=RUN_ID), 'all' "
+                              "every pair of runs")
+        cap = self.differences.max_per_pair
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise ConfigError(f"differences.max_per_pair must be a whole number of 0 or more, or null for no cap; "
+                              f"got {cap!r}")
+        for key, value in (("bootstrap", self.bootstrap), ("permutations", self.permutations)):
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1, got {value}")
+        if self.pairs == "all" and self.reference:
+            raise ConfigError(f"reference={self.reference} names the run every other run is compared with, which "
+                              "only pairs=reference does; drop reference or set pairs=reference")
+
 
 @dataclass
 class ReproduceConfig:
@@ -358,11 +652,22 @@ class ReproduceConfig:
 
 
 
+@runtime_checkable
+class Checked(Protocol):
+    """A config that checks itself as a whole (each top-level schema whose groups have checks)."""
+
+    def check(self) -> None:
+        """Raise a :class:`~prism.errors.PrismError` naming the first value that cannot be used."""
+
+
 def to_schema(cfg: Any, schema: type[T]) -> T:
-    """The composed (or merged) config ``cfg`` as an instance of its schema, interpolations resolved.
+    """The composed (or merged) config ``cfg`` as an instance of its schema, interpolations resolved and checked.
+
+    A schema with a ``check()`` (:class:`Checked`) is checked here, once, as it is built.
 
     Raises:
-        ConfigError: If a mandatory value (``???``) was never set, naming it.
+        ConfigError: If a mandatory value (``???``) was never set, naming it, or the schema's check refuses
+            a value (``DataError`` for a dataset).
     """
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue
@@ -373,6 +678,8 @@ def to_schema(cfg: Any, schema: type[T]) -> T:
         raise ConfigError(f"{exc.full_key} must be set ({exc.msg}); set it with {exc.full_key}=VALUE.") from exc
     if not isinstance(value, schema):
         raise ConfigError(f"the config is a {type(value).__name__}, not the {schema.__name__} this needs.")
+    if isinstance(value, Checked):
+        value.check()
     return value
 
 

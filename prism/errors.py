@@ -7,3 +7,7 @@ class PrismError(Exception):
 
 class ConfigError(PrismError, ValueError):
     """A composed config value Hydra's type check lets through but PRISM cannot run with (e.g. a size of 0)."""
+
+
+class DataError(PrismError, ValueError):
+    """A dataset could not be loaded or a frozen set could not be trusted; the message says why."""

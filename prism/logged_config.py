@@ -29,7 +29,8 @@ FLAT_MODEL_KEYS = frozenset({
 def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str] = ()) -> PrismConfig:
     """A run's logged ``config/resolved.yaml`` as a :class:`PrismConfig`, with ``key=value`` overrides applied.
 
-    Reads configs logged with the flat model schema too: its keys that the run's backend never read are
+    Reads configs logged before datasets had field mappings (:func:`with_builtin_dataset`) and configs
+    logged with the flat model schema: its keys that the run's backend never read are
     dropped; every key is then checked against the backend's schema like a composed config.
 
     Raises:
@@ -39,7 +40,7 @@ def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str]
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    data = {str(k): v for k, v in logged.items() if k != "defaults"}
+    data = with_builtin_dataset({str(k): v for k, v in logged.items() if k != "defaults"})
     model = dict(data.get("model") or {})
     backend = str(model.get("backend", ""))
     entries = backend_entries()
@@ -57,3 +58,16 @@ def prism_config_from_logged(logged: Mapping[str, Any], overrides: Sequence[str]
         raise ConfigError(f"the logged config cannot be read with this PRISM's schema: {exc}. Fix the named key "
                           "with an override ('overrides=[\"KEY=VALUE\"]').") from exc
     return to_schema(merged, PrismConfig)
+
+
+def with_builtin_dataset(logged: dict[str, Any]) -> dict[str, Any]:
+    """A config logged before datasets had field mappings names a built-in dataset only: its YAML says the rest.
+
+    Without this, the schema's generic defaults would stand in for the dataset's own mapping.
+    """
+    from prism.questions.spec import builtin_names, builtin_yaml
+
+    dataset = logged.get("dataset") or {}
+    if "fields" in dataset or str(dataset.get("name")) not in builtin_names():
+        return logged
+    return {**logged, "dataset": {**builtin_yaml(str(dataset["name"])), **dataset}}

@@ -24,6 +24,21 @@ from prism.config import PrismConfig, ReproduceConfig, TrackingConfig
 from prism.errors import PrismError
 from prism.logged_config import prism_config_from_logged
 from prism.records import CELL_COLUMNS, CellKey
+from prism.run.names import (
+    CONFIG_ARTIFACT,
+    KIND_REPRODUCTION,
+    REPRODUCTION_ARTIFACT_DIR,
+    RESPONSES_ARTIFACT,
+    TAG_DATASET_VERSION,
+    TAG_GIT_COMMIT,
+    TAG_KIND,
+    TAG_MODEL_DIGEST,
+    TAG_QUESTION_SET,
+    TAG_REPRODUCES,
+    TAG_REPRODUCTION_IDENTICAL,
+    TAG_VERSION,
+    LoggedRun,
+)
 
 if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
     import pandas as pd
@@ -156,19 +171,6 @@ def diff_metrics(original: Mapping[str, float], again: Mapping[str, float]) -> p
     return pd.DataFrame(rows, columns=["metric", "original", "reproduced", "same"])
 
 
-def with_builtin_dataset(logged: dict[str, Any]) -> dict[str, Any]:
-    """A config logged before datasets had field mappings names a built-in dataset only: its YAML says the rest.
-
-    Without this, the schema's generic defaults would stand in for the dataset's own mapping.
-    """
-    from prism.questions.spec import _builtin_cfg, builtin_names
-
-    dataset = logged.get("dataset") or {}
-    if "fields" in dataset or str(dataset.get("name")) not in builtin_names():
-        return logged
-    return {**logged, "dataset": {**_builtin_cfg(str(dataset["name"])), **dataset}}
-
-
 def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
     """Use this machine's ``PRISM_DATA_DIR`` when the logged data directory does not exist here."""
     logged = cfg.dataset.data_dir
@@ -179,7 +181,7 @@ def localize_data_dir(cfg: PrismConfig) -> tuple[PrismConfig, Check | None]:
     return cfg, None
 
 
-def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
+def preflight(cfg: PrismConfig, logged: LoggedRun) -> list[Check]:
     """Compare what can be checked before re-running: versions, weights, question set, dataset."""
     from prism.backends.registry import create_backend
     from prism.questions import freeze_dataset
@@ -193,12 +195,12 @@ def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
         backend.close()
     frozen = freeze_dataset(cfg.dataset)
     return [
-        Check("prism.version", tags.get("prism.version", ""), __version__),
-        Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
-                                                                        else ""), commit + ("-dirty" if dirty else "")),
-        Check("prism.model_digest", tags.get("prism.model_digest", ""), digest),
-        Check("prism.question_set_sha256", tags.get("prism.question_set_sha256", ""), frozen.sha256),
-        Check("prism.dataset_version", tags.get("prism.dataset_version", ""), frozen.dataset_version),
+        Check(TAG_VERSION, logged.version, __version__),
+        Check(TAG_GIT_COMMIT, logged.git_commit + ("-dirty" if logged.git_dirty else ""),
+              commit + ("-dirty" if dirty else "")),
+        Check(TAG_MODEL_DIGEST, logged.model_digest, digest),
+        Check(TAG_QUESTION_SET, logged.question_set, frozen.sha256),
+        Check(TAG_DATASET_VERSION, logged.dataset_version, frozen.dataset_version),
     ]
 
 
@@ -229,30 +231,30 @@ def reproduce(settings: ReproduceConfig, output_dir: str | Path | None = None) -
     client = mlflow.tracking.MlflowClient(tracker.uri)
     try:
         logged = client.get_run(run_id)
-        config_path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="config/resolved.yaml",
+        config_path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=CONFIG_ARTIFACT,
                                                           tracking_uri=tracker.uri)
         responses_path = mlflow.artifacts.download_artifacts(
-            run_id=run_id, artifact_path="responses/responses.jsonl", tracking_uri=tracker.uri)
+            run_id=run_id, artifact_path=RESPONSES_ARTIFACT, tracking_uri=tracker.uri)
     except Exception as exc:  # MLflow raises several types for a missing run or artifact
         raise ReproduceError(f"cannot read run {run_id!r} and its logged config from {tracker.uri!r}: {exc}. "
                              "Check the run id and tracking.uri / MLFLOW_TRACKING_URI.") from exc
-    logged_cfg = with_builtin_dataset(yaml.safe_load(Path(config_path).read_text(encoding="utf-8")))
+    logged_cfg = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
     cfg = prism_config_from_logged(logged_cfg, settings.overrides)
     cfg = replace(cfg, tracking=TrackingConfig(uri=tracker.uri, experiment=experiment),
                   store=replace(cfg.store, enabled=False))
     cfg, moved = localize_data_dir(cfg)
-    checks = ([moved] if moved else []) + preflight(cfg, logged.data.tags)
+    checks = ([moved] if moved else []) + preflight(cfg, LoggedRun.from_mlflow(logged))
     for check in checks:
         if not check.same:
             log.warning("%s differs: logged %s, now %s", check.item, check.logged, check.now)
     result = run(cfg, output_dir=output_dir,
-                 extra_tags={"prism.kind": "reproduction", "prism.reproduces": run_id})
+                 extra_tags={TAG_KIND: KIND_REPRODUCTION, TAG_REPRODUCES: run_id})
     cells = diff_cells(list(read_jsonl(responses_path)),
                        list(read_jsonl(result.output_dir / "responses" / "responses.jsonl")))
     metrics = diff_metrics(logged.data.metrics, result.metrics)
     identical = bool((cells["status"] == "identical").all()) and not cells.empty
     outcome = Outcome(result.run_id, identical, checks, cells, metrics)
-    _record(tracker, outcome, result.output_dir / "reproduction")
+    _record(tracker, outcome, result.output_dir / REPRODUCTION_ARTIFACT_DIR)
     return outcome
 
 
@@ -268,8 +270,8 @@ def _record(tracker: Any, outcome: Outcome, folder: Path) -> None:
         "checks": [{"item": c.item, "logged": c.logged, "now": c.now, "same": c.same} for c in outcome.checks],
     }, indent=2), encoding="utf-8")
     for path in sorted(folder.iterdir()):
-        tracker.log_artifact_to(outcome.run_id, path, "reproduction")
-    tracker.set_tags_on(outcome.run_id, {"prism.reproduction.identical": str(outcome.identical).lower()})
+        tracker.log_artifact_to(outcome.run_id, path, REPRODUCTION_ARTIFACT_DIR)
+    tracker.set_tags_on(outcome.run_id, {TAG_REPRODUCTION_IDENTICAL: str(outcome.identical).lower()})
 
 
 def format_outcome(outcome: Outcome, reproduces: str) -> str:
@@ -286,7 +288,7 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
     else:
         lines += ["", f"DIFFERENT: {outcome.n_different} of {total} cells differ "
                       f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})."]
-        digest = next((c for c in outcome.checks if c.item == "prism.model_digest"), None)
+        digest = next((c for c in outcome.checks if c.item == TAG_MODEL_DIGEST), None)
         if digest is not None and not digest.same:
             lines.append("  The model digest differs: new weights behind the same name are the likely cause.")
         for row in outcome.cells[outcome.cells["status"] != "identical"].head(10).itertuples():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import compose, compose_config, run_overrides
 
-from prism.questions import DatasetSpec, load_questions
+from prism.questions import dataset_config, load_questions
 from prism.results.metrics import NO_KEY
 from prism.results.summary import format_summary
 from prism.run.pipeline import run
@@ -36,7 +36,7 @@ def survey_overrides(path: Path) -> list[str]:
 
 
 def test_items_without_a_key_load_with_a_null_answer(tmp_path: Path) -> None:
-    spec = DatasetSpec.from_config({"name": "custom", "path": str(write_items(tmp_path)), "answer_format": "none",
+    spec = dataset_config({"name": "custom", "path": str(write_items(tmp_path)), "answer_format": "none",
                                     "type": "subjective",
                                     "fields": {"id": "id", "question": "statement", "options": "options"}})
     loaded = load_questions(spec)
@@ -212,14 +212,14 @@ def test_compare_says_which_conditions_reorder_an_ordered_scale() -> None:
     import pandas as pd
 
     from prism.compare.core import _reordered
-    from prism.compare.select import RunSummary
     from prism.compare.tables import ModelCells, ordered_scale_notes
     from prism.conditions import condition_set_from_config
+    from prism.run.names import LoggedRun
 
     robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
-    ordinal = RunSummary("r1", "FINISHED", 0, {"dataset.ordinal": "True"})
+    ordinal = LoggedRun("r1", "FINISHED", 0, {"dataset.ordinal": "True"})
     assert _reordered(ordinal, robustness) == ("reverse", "rotate", "swap_ends", "shuffle")
-    assert _reordered(RunSummary("r2", "FINISHED", 0, {"dataset.ordinal": "False"}), robustness) == ()
+    assert _reordered(LoggedRun("r2", "FINISHED", 0, {"dataset.ordinal": "False"}), robustness) == ()
     assert _reordered(ordinal, None) == ()  # no condition set to read: nothing said rather than guessed
     models = [ModelCells("m@political_compass", "r1", tuple(robustness.names), pd.DataFrame(),
                          dataset="political_compass", reordered=("reverse", "rotate")),

@@ -370,7 +370,7 @@ class LlamaCppBackend:
         latency = time.perf_counter() - start
         reading = None
         if first is not None:
-            if first.logits is None:  # never for max_tokens >= 1, which check_generation enforces
+            if first.logits is None:  # never for max_tokens >= 1, which GenerationConfig.check enforces
                 raise BackendError("llama.cpp generated no token, so there is no first-position distribution to read.")
             reading = self._read_labels(first.logits, request.prompt.displayed_labels)
         return read_reply(reply, latency, kwargs, reading)
@@ -385,5 +385,5 @@ class LlamaCppBackend:
 # The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.
 LLAMACPP = register_backend(BackendEntry(
     "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx",),
-    capabilities=frozenset({"label_probs", "system_turn"}),
+    capabilities=frozenset({"label_probs", "system_turn", "count_tokens"}),
 ))

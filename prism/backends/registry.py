@@ -28,8 +28,18 @@ from prism.config import ModelConfig
 #: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
 #: ``system_turn``: it sends a system turn as a system message (``prism.turns``); a backend whose model may
 #: still lose one (a chat template without a system role) also has ``check_system_turns(conditions)``.
-Capability = Literal["label_probs", "system_turn"]
+#: ``count_tokens``: it counts a prompt's tokens with the model's own tokenizer, without a request
+#: (``count_tokens(text)``; a dry run estimates by characters otherwise).
+Capability = Literal["label_probs", "system_turn", "count_tokens"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
+
+
+class TokenCountingBackend(Backend, Protocol):
+    """A backend with the ``count_tokens`` capability."""
+
+    def count_tokens(self, text: str) -> int:
+        """The number of tokens ``text`` is as a prompt of this model."""
+        ...
 
 
 class LabelProbsBackend(Backend, Protocol):
@@ -74,6 +84,9 @@ class BackendEntry:
         if "label_probs" in self.capabilities and not hasattr(self.factory, "check_label_probs"):
             raise BackendError(f"backend {self.name!r} declares label_probs but its factory has no "
                                "check_label_probs(label_sets) method to refuse what it cannot read.")
+        if "count_tokens" in self.capabilities and not hasattr(self.factory, "count_tokens"):
+            raise BackendError(f"backend {self.name!r} declares count_tokens but its factory has no "
+                               "count_tokens(text) method.")
 
     def defaults(self) -> dict[str, Any]:
         """The schema's default of every field that has one."""
@@ -219,3 +232,12 @@ def require_system_turns(backend: Backend, name: str, roles: Mapping[str, Iterab
         )
     if hasattr(entry.factory, "check_system_turns"):
         backend.check_system_turns(conditions)  # type: ignore[attr-defined]  # the class declares it
+
+
+def token_counter(backend: Backend, name: str) -> TokenCountingBackend | None:
+    """``backend`` as a token counter when its entry declares ``count_tokens``, else None."""
+    entry = backend_entries().get(name)
+    if entry is None or "count_tokens" not in entry.capabilities:
+        return None
+    counter: TokenCountingBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
+    return counter

@@ -20,11 +20,7 @@ from prism.compare.evidence import ReportContext, gather_evidence
 from prism.compare.headline import headline_metrics
 from prism.compare.report import run_description
 from prism.compare.select import (
-    CONFIG_ARTIFACT,
-    RESPONSES_ARTIFACT,
-    SCORED_ARTIFACT,
     CompareError,
-    RunSummary,
     Selection,
     choose_runs,
     download,
@@ -36,8 +32,27 @@ from prism.compare.select import (
     load_scored,
     search_candidates,
 )
-from prism.compare.tables import DIVERGENCE_COLUMNS, PAIRS, ModelCells, ordered_scale_notes
+from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_notes
 from prism.config import CompareConfig
+from prism.run.names import (
+    COMPARISON_ARTIFACT_DIR,
+    CONFIG_ARTIFACT,
+    FINISHED,
+    KIND_COMPARISON,
+    RESPONSES_ARTIFACT,
+    SCORED_ARTIFACT,
+    TAG_ALLOW_MISMATCH,
+    TAG_COMPARED_RUNS,
+    TAG_GIT_COMMIT,
+    TAG_GIT_DIRTY,
+    TAG_KIND,
+    TAG_MISMATCHES,
+    TAG_OUTPUT_DIR,
+    TAG_QUESTION_SET,
+    TAG_SWEEP,
+    TAG_VERSION,
+    LoggedRun,
+)
 from prism.stats.shifts import DEFAULT_MEASURE
 
 if TYPE_CHECKING:
@@ -45,10 +60,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KIND = "comparison"
-ARTIFACT_DIR = "comparison"
 # Most differing cells the differences table lists per pair of runs (the rest are counted).
-DEFAULT_MAX_PER_PAIR = 200
 
 
 @dataclass
@@ -76,7 +88,7 @@ class ComparisonResult:
     run_id: str
     tracking_uri: str
     experiment_id: str
-    runs: list[RunSummary]
+    runs: list[LoggedRun]
     mismatches: list[str]
     tables: dict[str, pd.DataFrame]
     files: list[Path]
@@ -107,7 +119,7 @@ def selection_from_config(cfg: CompareConfig) -> Selection:
     return selection
 
 
-def select(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[RunSummary]:
+def select(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[LoggedRun]:
     """Resolve a selection against the tracking store (see docs/architecture.md and :func:`choose_runs`).
 
     Raises:
@@ -123,7 +135,7 @@ def select(client: Any, experiment_id: str, experiment: str, uri: str, selection
     return label_runs(runs)
 
 
-def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]:
+def load_models(runs: Sequence[LoggedRun], uri: str | None) -> list[ModelCells]:
     """Download each run's scored records (and prompts) through MLflow and keep the observed cells."""
     models = []
     with tempfile.TemporaryDirectory(prefix="prism-compare-") as tmp:
@@ -140,10 +152,10 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
             conditions = (tuple(design.names) if design is not None else run.conditions) or tuple(
                 dict.fromkeys(cells["condition"]))
             models.append(ModelCells(run.label, run.run_id, conditions, cells, prompts, model=run.model,
-                                     axis=run.params.get("conditions.name", ""),
-                                     dataset=run.params.get("dataset.name", ""),
+                                     axis=run.condition_set,
+                                     dataset=run.dataset,
                                      question_set=run.question_set,
-                                     dataset_type=run.params.get("dataset.type") or "objective",
+                                     dataset_type=run.dataset_type,
                                      reordered=_reordered(run, design),
                                      families=design.families if design is not None else {},
                                      axes=design.axes if design is not None else (),
@@ -152,16 +164,16 @@ def load_models(runs: Sequence[RunSummary], uri: str | None) -> list[ModelCells]
     return models
 
 
-def _reordered(run: RunSummary, design: ConditionSet | None) -> tuple[str, ...]:
+def _reordered(run: LoggedRun, design: ConditionSet | None) -> tuple[str, ...]:
     """The run's conditions that reorder its ordered scale (``dataset.ordinal``), or ``()``."""
     from prism.conditions import reordering_conditions
 
-    if design is None or str(run.params.get("dataset.ordinal", "")).lower() != "true":
+    if design is None or run.param("dataset.ordinal").lower() != "true":
         return ()
     return tuple(reordering_conditions(design))
 
 
-def _condition_set(run: RunSummary, uri: str | None, dst: Path) -> ConditionSet | None:
+def _condition_set(run: LoggedRun, uri: str | None, dst: Path) -> ConditionSet | None:
     """The run's condition set with its families and axes; a run without it falls back, with a warning."""
     try:
         return load_condition_set(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
@@ -234,12 +246,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
     n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
-    if n_boot < 1:
-        raise CompareError(f"bootstrap must be at least 1, got {n_boot}")
     measures = list(cfg.measures) or [DEFAULT_MEASURE]
     permutations = cfg.permutations
-    if permutations < 1:
-        raise CompareError(f"permutations must be at least 1, got {permutations}")
     allow_mismatch = cfg.allow_mismatch
     selection = selection_from_config(cfg)
     experiment = cfg.tracking.experiment
@@ -277,25 +285,25 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     try:
         # Written once the run exists, so the report can name the comparison run it belongs to.
         report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
-                               seed, allow_mismatch, tags["prism.git_commit"], tags["prism.version"],
+                               seed, allow_mismatch, tags[TAG_GIT_COMMIT], tags[TAG_VERSION],
                                notes=tuple(notes))
-        files = write_outputs(out / ARTIFACT_DIR, tables, report)
+        files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
                             "pairs": pairs, "reference": reference or "",
                             "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
         tracker.log_metrics(metrics)
         for path in files:
-            tracker.log_artifact(path, ARTIFACT_DIR)
+            tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
     except BaseException:
         tracker.end("FAILED")
         raise
-    tracker.end("FINISHED")
+    tracker.end(FINISHED)
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
                             out, baseline, n_boot, notes)
 
 
-def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary],
+def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[LoggedRun],
              selection: Selection) -> tuple[str, str | None, int | None]:
     """``(pairs, reference run id, differences cap)``, checked before any run is downloaded.
 
@@ -306,16 +314,7 @@ def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary
         CompareError: If ``pairs`` is unknown, the reference is not among the selected runs, or the cap is
             not a whole number of 0 or more.
     """
-    if pairs not in PAIRS:
-        raise CompareError(f"pairs must be one of {', '.join(PAIRS)}, got {pairs!r}: 'reference' compares each run "
-                           "with one reference run (reference=RUN_ID), 'all' every pair of runs")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-        raise CompareError(f"differences.max_per_pair must be a whole number of 0 or more, or null for no cap; got "
-                           f"{cap!r}")
-    if pairs == "all":
-        if wanted:
-            raise CompareError(f"reference={wanted} names the run every other run is compared with, which only "
-                               "pairs=reference does; drop reference or set pairs=reference")
+    if pairs == "all":  # CompareConfig.check refused a reference with it
         return pairs, None, cap
     ids = [r.run_id for r in runs]
     if wanted:
@@ -328,7 +327,7 @@ def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary
     return pairs, min(runs, key=lambda r: (r.start_time, r.run_id)).run_id, cap
 
 
-def _group_references(pairs: str, reference: str | None, runs: Sequence[RunSummary],
+def _group_references(pairs: str, reference: str | None, runs: Sequence[LoggedRun],
                       selection: Selection) -> dict[str, str]:
     """Question set -> its reference run (``pairs=reference``), by :func:`_pairing`'s rule within each set.
 
@@ -371,11 +370,11 @@ def _default_output_dir() -> Path:
     return Path("outputs") / "compare" / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
 
 
-def _run_name(runs: Sequence[RunSummary]) -> str:
+def _run_name(runs: Sequence[LoggedRun]) -> str:
     return ("compare-" + "-".join(r.label for r in runs))[:250]
 
 
-def _tags(runs: Sequence[RunSummary], selection: Selection, mismatches: Sequence[str], allow_mismatch: bool,
+def _tags(runs: Sequence[LoggedRun], selection: Selection, mismatches: Sequence[str], allow_mismatch: bool,
           out: Path) -> dict[str, str]:
     from prism import __version__
     from prism.run.tracking import git_state
@@ -383,24 +382,24 @@ def _tags(runs: Sequence[RunSummary], selection: Selection, mismatches: Sequence
     commit, dirty = git_state(Path(__file__).resolve().parent)
     question_sets = sorted({r.question_set for r in runs})
     tags = {
-        "prism.kind": KIND,
-        "prism.compared_runs": ",".join(r.run_id for r in runs),
-        "prism.question_set_sha256": question_sets[0] if len(question_sets) == 1 else "mixed",
-        "prism.allow_mismatch": str(allow_mismatch).lower(),
-        "prism.git_commit": commit,
-        "prism.git_dirty": str(dirty).lower(),
-        "prism.version": __version__,
-        "prism.output_dir": str(out.resolve()),
+        TAG_KIND: KIND_COMPARISON,
+        TAG_COMPARED_RUNS: ",".join(r.run_id for r in runs),
+        TAG_QUESTION_SET: question_sets[0] if len(question_sets) == 1 else "mixed",
+        TAG_ALLOW_MISMATCH: str(allow_mismatch).lower(),
+        TAG_GIT_COMMIT: commit,
+        TAG_GIT_DIRTY: str(dirty).lower(),
+        TAG_VERSION: __version__,
+        TAG_OUTPUT_DIR: str(out.resolve()),
     }
     if mismatches:
         # MLflow caps tag values (8000 characters in recent versions); the full list is in the log.
-        tags["prism.mismatches"] = "\n".join(mismatches)[:5000]
+        tags[TAG_MISMATCHES] = "\n".join(mismatches)[:5000]
     if selection.sweep:
-        tags["prism.sweep"] = selection.sweep
+        tags[TAG_SWEEP] = selection.sweep
     return tags
 
 
-def _params(runs: Sequence[RunSummary], selection: Selection, baseline: str, n_boot: int, seed: int,
+def _params(runs: Sequence[LoggedRun], selection: Selection, baseline: str, n_boot: int, seed: int,
             allow_mismatch: bool) -> dict[str, str]:
     params = {
         "compared_run_ids": ",".join(r.run_id for r in runs),

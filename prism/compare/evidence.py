@@ -21,14 +21,13 @@ from typing import Any
 import pandas as pd
 
 from prism.compare.readings import ModelNumbers, question_estimates
-from prism.compare.select import SCORED_ARTIFACT, CompareError, RunSummary, download
+from prism.compare.select import CompareError, download
+from prism.run.names import QUESTION_METRICS_ARTIFACT, QUESTIONS_ARTIFACT, SCORED_ARTIFACT, LoggedRun
 from prism.stats.basics import Estimate
 
 log = logging.getLogger(__name__)
 
 PROMPTS_ARTIFACT = "prompts"
-QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"
-QUESTIONS_ARTIFACT = "questions/frozen.jsonl"
 READING_METRICS = ("question_majority_accuracy", "mean_agreement", "prompt_invariant_incorrect_rate")
 
 
@@ -46,7 +45,7 @@ class RunEvidence:
         scored: Its scored records (``results/scored.jsonl``), when they were asked for and could be read.
     """
 
-    run: RunSummary
+    run: LoggedRun
     metrics: Mapping[str, float]
     prompts: tuple[tuple[str, str], ...]
     question_metrics: pd.DataFrame | None
@@ -86,7 +85,7 @@ class ReportContext:
     notes: tuple[str, ...] = ()
 
 
-def gather_evidence(client: Any, runs: Sequence[RunSummary], uri: str | None) -> list[RunEvidence]:
+def gather_evidence(client: Any, runs: Sequence[LoggedRun], uri: str | None) -> list[RunEvidence]:
     """Read each run's metrics, templates, question metrics and frozen questions through MLflow.
 
     A missing artifact does not stop the comparison: the page says what is missing (old runs, or runs
@@ -97,7 +96,7 @@ def gather_evidence(client: Any, runs: Sequence[RunSummary], uri: str | None) ->
                               uri, Path(tmp) / run.run_id) for run in runs]
 
 
-def read_evidence(run: RunSummary, metrics: Mapping[str, float], uri: str | None, dst: Path,
+def read_evidence(run: LoggedRun, metrics: Mapping[str, float], uri: str | None, dst: Path,
                   scored: bool = False, artifact_uri: str | None = None) -> RunEvidence:
     """One run's evidence: its artifacts downloaded into ``dst`` and read (``scored``: its scored records too).
 

@@ -27,10 +27,10 @@ from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
 from prism.compare.readout_sections import anchor, readout_context
-from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import NO_KEY, number, p_value
 from prism.parsing import UNKNOWN_METHODS
+from prism.run.names import LoggedRun
 from prism.stats.basics import SIGNIFICANCE
 
 REPORT_HTML = "report.html"
@@ -49,7 +49,7 @@ def unknown_methods(metrics: Mapping[str, float]) -> str:
     return "; UNKNOWN as " + ", ".join(f"{name} {value:.0%}" for name, value in shares) if shares else ""
 
 
-def run_description(runs: Sequence[RunSummary]) -> str:
+def run_description(runs: Sequence[LoggedRun]) -> str:
     """The comparison run's MLflow description (Markdown): what was compared and where the report is."""
     labels = [r.label for r in runs]
     named = " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
@@ -199,6 +199,6 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
     return points
 
 
-def _common(runs: Sequence[RunSummary], key: str) -> str:
+def _common(runs: Sequence[LoggedRun], key: str) -> str:
     values = list(dict.fromkeys(r.params.get(key, "?") for r in runs))
     return values[0] if len(values) == 1 else " / ".join(values)

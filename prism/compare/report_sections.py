@@ -26,9 +26,19 @@ import yaml
 
 from prism.compare.evidence import ReportContext, RunEvidence
 from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
-from prism.compare.select import RunSummary
 from prism.compare.tables import POOLED, keyless_labels
 from prism.formatting import missing
+from prism.run.names import (
+    PARAM_PARSER_VERSION,
+    PARAM_PROTOCOL_VERSION,
+    PARAM_SCORER_VERSION,
+    PARAM_TEMPLATE_VERSION,
+    TAG_DATASET_VERSION,
+    TAG_MODEL_DIGEST,
+    TAG_QUESTION_SET,
+    TAG_VERSION,
+    LoggedRun,
+)
 from prism.stats.basics import SIGNIFICANCE
 
 # How many cells of the differences table the page lists (the CSV has them all).
@@ -235,9 +245,8 @@ def _tag(key: str) -> Callable[[RunEvidence], str]:
 
 def _source(item: RunEvidence) -> str:
     """Where the weights came from: an Ollama tag, a Python package, or a file path (per machine)."""
-    params, tags = item.run.params, item.run.tags
-    for value in (tags.get("prism.model.tag"), params.get("model.package"), params.get("model.path"),
-                  tags.get("prism.model.path")):
+    run, details = item.run, item.run.model_detail
+    for value in (details.get("tag"), run.param("model.package"), run.param("model.path"), details.get("path")):
         if value and value not in ("null", "None"):
             return value
     return "–"
@@ -279,28 +288,28 @@ SETUP_ROWS: tuple[tuple[str, str, Callable[[RunEvidence], str], bool], ...] = (
     ("model", "model (model.name)", _param("model.name"), False),
     ("backend", "backend", _param("model.backend"), False),
     ("model_source", "model tag / package / file", _source, False),
-    ("model_digest", "model digest", _tag("prism.model_digest"), False),
+    ("model_digest", "model digest", _tag(TAG_MODEL_DIGEST), False),
     ("dataset", "dataset / split", lambda i: f"{i.run.params.get('dataset.name', '–')} / "
                                              f"{i.run.params.get('dataset.split', '–')}", True),
-    ("dataset_version", "dataset version", _tag("prism.dataset_version"), True),
-    ("question_set_sha256", "frozen question set sha256", _tag("prism.question_set_sha256"), True),
+    ("dataset_version", "dataset version", _tag(TAG_DATASET_VERSION), True),
+    ("question_set_sha256", "frozen question set sha256", _tag(TAG_QUESTION_SET), True),
     ("question_set_size", "questions in the set", _size, True),
     ("sample_seed", "sample seed (dataset.sample_seed)", _param("dataset.sample_seed"), True),
     ("condition_set", "condition set", _param("conditions.name"), True),
     ("conditions", "conditions", lambda i: ", ".join(i.run.conditions) or "–", True),
-    ("template_version", "template version", _param("conditions.template_version"), True),
+    ("template_version", "template version", _param(PARAM_TEMPLATE_VERSION), True),
     ("temperature", "temperature", _param("generation.temperature"), True),
     ("max_tokens", "max_tokens", _param("generation.max_tokens"), True),
     ("generation_seed", "generation seed", _param("generation.seed"), True),
     ("top_p", "top_p", _param("generation.top_p"), True),
     ("top_k", "top_k", _param("generation.top_k"), True),
     ("repetitions", "repetitions", _param("generation.repetitions"), True),
-    ("parser_version", "parser version", _param("parser_version"), True),
-    ("scorer_version", "scorer version", _param("scorer_version"), True),
-    ("protocol_version", "protocol version", _param("protocol_version"), True),
-    ("prism_version", "PRISM version", _tag("prism.version"), False),
-    ("git_commit", "PRISM commit", lambda i: i.run.tags.get("prism.git_commit", "–")
-     + (" (uncommitted changes)" if i.run.tags.get("prism.git_dirty") == "true" else ""), False),
+    ("parser_version", "parser version", _param(PARAM_PARSER_VERSION), True),
+    ("scorer_version", "scorer version", _param(PARAM_SCORER_VERSION), True),
+    ("protocol_version", "protocol version", _param(PARAM_PROTOCOL_VERSION), True),
+    ("prism_version", "PRISM version", _tag(TAG_VERSION), False),
+    ("git_commit", "PRISM commit", lambda i: (i.run.git_commit or "–")
+     + (" (uncommitted changes)" if i.run.git_dirty else ""), False),
     # What the run asked and what it cost (tokens_* and cost_usd, prism.run.usage): the backend's own counts.
     ("tokens_asked", "tokens asked in this run", _token_pair("tokens_prompt", "tokens_completion"), False),
     ("tokens_from_store", "tokens of cells the store served",
@@ -396,19 +405,19 @@ def template_file(name: str, text: str) -> TemplateFile:
                               for c in conditions))
 
 
-def template_groups(evidence: Sequence[RunEvidence]) -> list[tuple[list[RunSummary], str, list[TemplateFile]]]:
+def template_groups(evidence: Sequence[RunEvidence]) -> list[tuple[list[LoggedRun], str, list[TemplateFile]]]:
     """The templates each run used, read from its ``prompts/`` artifact; identical files are shown once.
 
     Returns:
         (runs that used them, their template versions, the files) per distinct set of files.
     """
-    by_content: dict[tuple[tuple[str, str], ...], list[RunSummary]] = {}
+    by_content: dict[tuple[tuple[str, str], ...], list[LoggedRun]] = {}
     for item in evidence:
         if item.prompts:
             by_content.setdefault(item.prompts, []).append(item.run)
     groups = []
     for files, runs in by_content.items():
-        versions = ", ".join(dict.fromkeys(r.params.get("conditions.template_version", "?") for r in runs))
+        versions = ", ".join(dict.fromkeys(r.param(PARAM_TEMPLATE_VERSION, "?") for r in runs))
         groups.append((runs, versions, [template_file(name, content) for name, content in files]))
     return groups
 

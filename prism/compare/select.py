@@ -1,7 +1,7 @@
 """Which MLflow runs a comparison reads, whether they may be compared, and their scored records.
 
 Runs are read from the tracking store (never from local files), so a comparison works on any store a
-team shares. The selection rules and the mismatch check are pure functions over :class:`RunSummary`
+team shares. The selection rules and the mismatch check are pure functions over :class:`LoggedRun`
 values; only :func:`search_candidates`, :func:`fetch_runs` and :func:`load_scored` talk to MLflow.
 """
 
@@ -10,15 +10,24 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from prism.errors import PrismError
+from prism.run.names import (
+    FINISHED,
+    KIND_RUN,
+    PARAM_PARSER_VERSION,
+    PARAM_TEMPLATE_VERSION,
+    TAG_KIND,
+    TAG_QUESTION_SET,
+    LoggedRun,
+)
 from prism.stats.basics import answer_categories
 from prism.turns import shown_prompt
 
@@ -27,21 +36,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What a comparison may read: finished experiment runs, never killed ones (they stay RUNNING), failed
-# ones, or other comparisons.
-RUN_KIND = "run"
-FINISHED = "FINISHED"
-
-SCORED_ARTIFACT = "results/scored.jsonl"
-RESPONSES_ARTIFACT = "responses/responses.jsonl"
-CONFIG_ARTIFACT = "config/resolved.yaml"
+# What a comparison may read: finished experiment runs (prism.run.names.KIND_RUN), never killed ones (they
+# stay RUNNING), failed ones, or other comparisons.
 
 # (label, where it is recorded, key): what must agree for results to be directly comparable.
 # Generation parameters are the canonical ones (docs/architecture.md); backend-specific options are not checked.
 COMPARABILITY: tuple[tuple[str, str, str], ...] = (
-    ("frozen question set sha256", "tag", "prism.question_set_sha256"),
-    ("condition template version", "param", "conditions.template_version"),
-    ("parser version", "param", "parser_version"),
+    ("frozen question set sha256", "tag", TAG_QUESTION_SET),
+    ("condition template version", "param", PARAM_TEMPLATE_VERSION),
+    ("parser version", "param", PARAM_PARSER_VERSION),
     ("generation.temperature", "param", "generation.temperature"),
     ("generation.max_tokens", "param", "generation.max_tokens"),
     ("generation.seed", "param", "generation.seed"),
@@ -60,54 +63,6 @@ OPTIONAL_COLUMNS = ("compliant", "method", "displayed")
 
 class CompareError(PrismError, ValueError):
     """The requested runs cannot be selected, read or compared."""
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What the selection and the mismatch check need to know about one MLflow run.
-
-    Attributes:
-        run_id: MLflow run id.
-        status: MLflow status (``FINISHED``, ``RUNNING``, ``FAILED``, ``KILLED``).
-        start_time: Start time in ms since the epoch (orders runs: the latest wins).
-        params: The run's params.
-        tags: The run's tags.
-        label: How tables name the run: ``model.name``, made unique with the run id when two compared
-            runs share a model name (set by :func:`label_runs`).
-    """
-
-    run_id: str
-    status: str
-    start_time: int
-    params: Mapping[str, str] = field(default_factory=dict)
-    tags: Mapping[str, str] = field(default_factory=dict)
-    label: str = ""
-
-    @property
-    def model(self) -> str:
-        """The run's ``model.name`` param."""
-        return self.params.get("model.name", "?")
-
-    @property
-    def kind(self) -> str:
-        """The ``prism.kind`` tag (``run``, ``comparison``, ...)."""
-        return self.tags.get("prism.kind", "")
-
-    @property
-    def question_set(self) -> str:
-        """The frozen question set's sha256 (tag ``prism.question_set_sha256``)."""
-        return self.tags.get("prism.question_set_sha256", "")
-
-    @property
-    def conditions(self) -> tuple[str, ...]:
-        """Condition names in the run's order (param ``conditions.names``)."""
-        return tuple(n for n in self.params.get("conditions.names", "").split(",") if n)
-
-    @classmethod
-    def from_mlflow(cls, run: Any) -> RunSummary:
-        """Summarize an ``mlflow.entities.Run``."""
-        return cls(run_id=str(run.info.run_id), status=str(run.info.status), start_time=int(run.info.start_time or 0),
-                   params=dict(run.data.params), tags=dict(run.data.tags))
 
 
 @dataclass(frozen=True)
@@ -135,16 +90,16 @@ class Selection:
         return {k: v for k, v in named.items() if v}
 
 
-def check_selectable(run: RunSummary) -> str | None:
+def check_selectable(run: LoggedRun) -> str | None:
     """Return why a run may not be compared (not a FINISHED run of kind ``run``), or None when it may."""
-    if run.kind != RUN_KIND:
-        return f"run {run.run_id} is of kind {run.kind or 'unknown'!r}, not {RUN_KIND!r}"
+    if run.kind != KIND_RUN:
+        return f"run {run.run_id} is of kind {run.kind or 'unknown'!r}, not {KIND_RUN!r}"
     if run.status != FINISHED:
         return f"run {run.run_id} is {run.status}, not {FINISHED} (killed runs stay RUNNING)"
     return None
 
 
-def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[RunSummary]:
+def choose_runs(candidates: Iterable[LoggedRun], selection: Selection) -> list[LoggedRun]:
     """Apply the selection rules to candidate runs (explicit ids are handled by :func:`fetch_runs`).
 
     Only FINISHED runs of kind ``run`` that pass the filters are considered. Among them, the newest
@@ -162,7 +117,7 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
         return []
     latest_first = sorted(eligible, key=lambda r: (r.start_time, r.run_id), reverse=True)
     question_set = latest_first[0].question_set
-    chosen: dict[str, RunSummary] = {}
+    chosen: dict[str, LoggedRun] = {}
     for run in latest_first:
         if run.question_set == question_set and run.model not in chosen:
             chosen[run.model] = run
@@ -178,36 +133,36 @@ def choose_runs(candidates: Iterable[RunSummary], selection: Selection) -> list[
     return [chosen[m] for m in sorted(chosen)]
 
 
-def passes_filters(run: RunSummary, selection: Selection) -> bool:
+def passes_filters(run: LoggedRun, selection: Selection) -> bool:
     """Whether a run passes the selection's filters (dataset, models, condition set, sweep)."""
-    if selection.dataset and run.params.get("dataset.name") != selection.dataset:
+    if selection.dataset and run.dataset != selection.dataset:
         return False
     if selection.models and run.model not in selection.models:
         return False
-    if selection.conditions and run.params.get("conditions.name") != selection.conditions:
+    if selection.conditions and run.condition_set != selection.conditions:
         return False
-    return not (selection.sweep and run.tags.get("prism.sweep") != selection.sweep)
+    return not (selection.sweep and run.sweep != selection.sweep)
 
 
-def label_runs(runs: Sequence[RunSummary]) -> list[RunSummary]:
+def label_runs(runs: Sequence[LoggedRun]) -> list[LoggedRun]:
     """Give each run its table label: the model name, plus ``@<dataset>`` when names repeat on other datasets.
 
     A model name that repeats gets ``@<dataset.name>`` when that tells its runs apart, else
     ``@<run id prefix>``.
     """
     names = [r.model for r in runs]
-    keys = [(r.model, r.params.get("dataset.name", "?")) for r in runs]
+    keys = [(r.model, r.dataset or "?") for r in runs]
 
-    def label(run: RunSummary, key: tuple[str, str]) -> str:
+    def label(run: LoggedRun, key: tuple[str, str]) -> str:
         if names.count(run.model) == 1:
             return run.model
         return f"{run.model}@{key[1]}" if keys.count(key) == 1 else f"{run.model}@{run.run_id[:8]}"
 
-    return [RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags, label=label(r, key))
+    return [LoggedRun(r.run_id, r.status, r.start_time, r.params, r.tags, label=label(r, key))
             for r, key in zip(runs, keys, strict=True)]
 
 
-def find_mismatches(runs: Sequence[RunSummary], *, across_question_sets: bool = False) -> list[str]:
+def find_mismatches(runs: Sequence[LoggedRun], *, across_question_sets: bool = False) -> list[str]:
     """Name every comparability key on which the runs differ (empty when they may be compared).
 
     Numbers are compared as numbers (``0`` and ``0.0`` agree) and ``null``/``None``/missing as unset.
@@ -226,9 +181,9 @@ def find_mismatches(runs: Sequence[RunSummary], *, across_question_sets: bool = 
     for label, where, key in COMPARABILITY:
         if not across_question_sets:
             lines += _differing(label, where, key, runs, canonical_value)
-        elif key == QUESTION_SET_TAG:
+        elif key == TAG_QUESTION_SET:
             continue
-        elif key == TEMPLATE_VERSION_PARAM:
+        elif key == PARAM_TEMPLATE_VERSION:
             found = _differing(label, where, key, runs, lambda raw: canonical_value(template_base(raw)))
             for question_set in dict.fromkeys(r.question_set for r in runs):
                 found = found or _differing(label, where, key, [r for r in runs if r.question_set == question_set],
@@ -238,9 +193,6 @@ def find_mismatches(runs: Sequence[RunSummary], *, across_question_sets: bool = 
             lines += _differing(label, where, key, runs, canonical_value)
     return lines
 
-
-QUESTION_SET_TAG = "prism.question_set_sha256"
-TEMPLATE_VERSION_PARAM = "conditions.template_version"
 
 
 def template_base(raw: str | None) -> str | None:
@@ -253,11 +205,11 @@ def template_base(raw: str | None) -> str | None:
     return raw.split("+subjective.", 1)[0] if raw is not None else None
 
 
-def _differing(label: str, where: str, key: str, runs: Sequence[RunSummary],
+def _differing(label: str, where: str, key: str, runs: Sequence[LoggedRun],
                canonical: Callable[[str | None], Any]) -> list[str]:
     """The mismatch line of one key over ``runs`` (empty when they agree on it)."""
     # Runs grouped by the canonical value; each group shown with the first run's value as logged.
-    groups: dict[Any, tuple[str | None, list[RunSummary]]] = {}
+    groups: dict[Any, tuple[str | None, list[LoggedRun]]] = {}
     for run in runs:
         raw = (run.tags if where == "tag" else run.params).get(key)
         groups.setdefault(canonical(raw), (raw, []))[1].append(run)
@@ -285,21 +237,21 @@ def _show(raw: str | None) -> str:
     return repr(text[:12] + "...") if len(text) > 16 else repr(text)
 
 
-def search_candidates(client: Any, experiment_id: str) -> list[RunSummary]:
+def search_candidates(client: Any, experiment_id: str) -> list[LoggedRun]:
     """Every FINISHED run of kind ``run`` in the experiment (the filters are applied by :func:`choose_runs`)."""
-    query = f"tags.`prism.kind` = '{RUN_KIND}' and attributes.status = '{FINISHED}'"
-    found: list[RunSummary] = []
+    query = f"tags.`{TAG_KIND}` = '{KIND_RUN}' and attributes.status = '{FINISHED}'"
+    found: list[LoggedRun] = []
     token = None
     while True:
         page = client.search_runs([experiment_id], filter_string=query, max_results=1000,
                                   order_by=["attributes.start_time DESC"], page_token=token)
-        found += [RunSummary.from_mlflow(r) for r in page]
+        found += [LoggedRun.from_mlflow(r) for r in page]
         token = page.token
         if not token:
             return found
 
 
-def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[RunSummary]:
+def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[LoggedRun]:
     """Look up explicitly named runs, refusing any that is missing, unfinished or not of kind ``run``.
 
     Raises:
@@ -308,7 +260,7 @@ def fetch_runs(client: Any, run_ids: Sequence[str]) -> list[RunSummary]:
     runs, problems = [], []
     for run_id in dict.fromkeys(run_ids):  # keep the order, drop repeats
         try:
-            run = RunSummary.from_mlflow(client.get_run(run_id))
+            run = LoggedRun.from_mlflow(client.get_run(run_id))
         except Exception as exc:  # MLflow raises MlflowException (or a REST error) for unknown ids
             problems.append(f"run {run_id} is not in this tracking store ({type(exc).__name__})")
             continue

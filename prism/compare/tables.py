@@ -36,7 +36,6 @@ DIFFERENCE_COUNT_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "paired", "d
 
 # Which pairs of runs the cross-model tables hold: every run against one reference run (linear in the
 # runs, the default) or every pair (quadratic).
-PAIRS = ("reference", "all")
 
 # The ``condition`` of the divergence row pooled over all shared conditions.
 POOLED = "all"
@@ -208,13 +207,11 @@ def model_pairs(models: Sequence[ModelCells], pairs: str = "all", reference: str
         The pairs, in table order of their second run.
 
     Raises:
-        ValueError: If ``pairs`` is unknown or the reference is not among the runs.
+        ValueError: If the reference is not among the runs (``pairs`` and the cap are checked once, by
+            :meth:`prism.config.CompareConfig.check`).
     """
     if pairs == "all":
         return list(combinations(models, 2))
-    if pairs != "reference":
-        raise ValueError(f"pairs must be one of {', '.join(PAIRS)}, got {pairs!r}: 'reference' compares each run "
-                         "with one reference run (reference=RUN_ID), 'all' every pair of runs")
     if not models:
         return []
     ids = [m.run_id for m in models]
@@ -326,12 +323,7 @@ def differences(models: Sequence[ModelCells], pairs: Sequence[Pair] | None = Non
         (listed, counts): columns :data:`DIFFERENCE_COLUMNS`, sorted by question_disagreement (descending),
         then by model pair, question, condition and repetition in the runs' order; and columns
         :data:`DIFFERENCE_COUNT_COLUMNS`, one row per pair (``max_per_pair`` empty without a cap).
-
-    Raises:
-        ValueError: If ``max_per_pair`` is negative.
     """
-    if max_per_pair is not None and max_per_pair < 0:
-        raise ValueError(f"differences.max_per_pair must be 0 or more (or null for no cap), got {max_per_pair}")
     frames, counts = [], []
     for pair_index, (a, b) in enumerate(combinations(models, 2) if pairs is None else pairs):
         conditions = shared_conditions(a, b)

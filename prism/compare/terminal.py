@@ -16,9 +16,9 @@ from prism.compare.by_type import format_consistency_by_type
 from prism.compare.core import ComparisonResult
 from prism.compare.groups import coverage_lines
 from prism.compare.readouts_text import format_readouts, render_table
-from prism.compare.select import RunSummary
 from prism.compare.tables import cap_note, keyless_labels, pairing_note
 from prism.results.metrics import NO_KEY
+from prism.run.names import LoggedRun
 from prism.stats.basics import SIGNIFICANCE
 
 # How many rows of the differences table the terminal shows (the CSV has them all).
@@ -50,7 +50,7 @@ def render(frame: pd.DataFrame) -> str:
     return render_table(frame)
 
 
-def format_runs(runs: Sequence[RunSummary]) -> str:
+def format_runs(runs: Sequence[LoggedRun]) -> str:
     """One line per compared run: label, id, dataset, question set, conditions."""
     lines = []
     for run in runs:

@@ -18,12 +18,12 @@ from typing import Any
 import pandas as pd
 
 from prism.compare.evidence import RunEvidence
-from prism.compare.select import CompareError, RunSummary, download
+from prism.compare.select import CompareError, download
 from prism.publish.trace import Trace
+from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
 
 log = logging.getLogger(__name__)
 
-COMPARISON_KIND = "comparison"
 # The tables a comparison page reads (``comparison/<name>.csv``); the read-outs and what they rest on.
 TABLES = ("sensitivity", "shifts", "scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise")
 
@@ -39,7 +39,7 @@ class ComparisonEvidence:
         problems: What could not be read, said on the page.
     """
 
-    run: RunSummary
+    run: LoggedRun
     compared: tuple[str, ...]
     tables: Mapping[str, pd.DataFrame]
     problems: tuple[str, ...] = ()
@@ -52,12 +52,12 @@ class ComparisonEvidence:
         return f"comparisons/{slug(self.run.run_id)}.html"
 
 
-def comparison_runs(client: Any, experiment_id: str, shown: Sequence[str]) -> list[RunSummary]:
+def comparison_runs(client: Any, experiment_id: str, shown: Sequence[str]) -> list[LoggedRun]:
     """The latest FINISHED comparison of each set of runs, among those whose compared runs are all ``shown``."""
-    query = f"tags.`prism.kind` = '{COMPARISON_KIND}' and attributes.status = 'FINISHED'"
-    found = [RunSummary.from_mlflow(r) for r in client.search_runs(
+    query = f"tags.`{TAG_KIND}` = '{KIND_COMPARISON}' and attributes.status = '{FINISHED}'"
+    found = [LoggedRun.from_mlflow(r) for r in client.search_runs(
         [experiment_id], filter_string=query, max_results=1000, order_by=["attributes.start_time DESC"])]
-    chosen: dict[frozenset[str], RunSummary] = {}
+    chosen: dict[frozenset[str], LoggedRun] = {}
     for run in sorted(found, key=lambda r: (r.start_time, r.run_id), reverse=True):
         compared = frozenset(_compared(run))
         if compared and compared <= set(shown):
@@ -65,11 +65,11 @@ def comparison_runs(client: Any, experiment_id: str, shown: Sequence[str]) -> li
     return sorted(chosen.values(), key=lambda r: (r.start_time, r.run_id))
 
 
-def _compared(run: RunSummary) -> tuple[str, ...]:
-    return tuple(r for r in run.tags.get("prism.compared_runs", "").split(",") if r)
+def _compared(run: LoggedRun) -> tuple[str, ...]:
+    return run.compared_runs
 
 
-def read_comparisons(runs: Sequence[RunSummary], uri: str | None) -> list[ComparisonEvidence]:
+def read_comparisons(runs: Sequence[LoggedRun], uri: str | None) -> list[ComparisonEvidence]:
     """Each comparison's read-out tables, downloaded through MLflow; a missing table is said, never raised."""
     found = []
     with tempfile.TemporaryDirectory(prefix="prism-publish-cmp-") as tmp:
@@ -108,7 +108,7 @@ def comparison_heading(item: ComparisonEvidence, evidence: Sequence[RunEvidence]
     """How the site names a comparison: its models, and the dataset of its runs."""
     runs = {e.run.run_id: e.run for e in evidence}
     models = [runs[r].model for r in item.compared if r in runs]
-    datasets = list(dict.fromkeys(runs[r].params.get("dataset.name", "?") for r in item.compared if r in runs))
+    datasets = list(dict.fromkeys(runs[r].dataset or "?" for r in item.compared if r in runs))
     return f"{' vs '.join(models) or 'comparison'} on {' / '.join(datasets) or '?'}"
 
 

@@ -17,13 +17,13 @@ from typing import Any
 from prism.compare.evidence import RunEvidence, read_evidence
 from prism.compare.select import (
     CompareError,
-    RunSummary,
     Selection,
     check_selectable,
     fetch_runs,
     passes_filters,
     search_candidates,
 )
+from prism.run.names import LoggedRun
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Cell:
     conditions: str
 
 
-def dataset_label(run: RunSummary) -> str:
+def dataset_label(run: LoggedRun) -> str:
     """How the site names the run's dataset: its ``dataset.name``, with the split when it is not ``test``.
 
     Runs on two splits of one dataset are asked different questions, so they are different columns of
@@ -45,12 +45,12 @@ def dataset_label(run: RunSummary) -> str:
     return name if split == "test" else f"{name} ({split})"
 
 
-def cell_of(run: RunSummary) -> Cell:
+def cell_of(run: LoggedRun) -> Cell:
     """The run's model x dataset (with its split) x condition set."""
     return Cell(run.model, dataset_label(run), run.params.get("conditions.name", "not recorded"))
 
 
-def latest_per_cell(candidates: Iterable[RunSummary], selection: Selection) -> list[RunSummary]:
+def latest_per_cell(candidates: Iterable[LoggedRun], selection: Selection) -> list[LoggedRun]:
     """The latest FINISHED run of kind ``run`` per model x dataset x condition set that passes the filters.
 
     Returns:
@@ -60,7 +60,7 @@ def latest_per_cell(candidates: Iterable[RunSummary], selection: Selection) -> l
         CompareError: If a model named in ``selection.models`` has no run at all.
     """
     eligible = [r for r in candidates if check_selectable(r) is None and passes_filters(r, selection)]
-    chosen: dict[Cell, RunSummary] = {}
+    chosen: dict[Cell, LoggedRun] = {}
     for run in sorted(eligible, key=lambda r: (r.start_time, r.run_id), reverse=True):
         chosen.setdefault(cell_of(run), run)
     if selection.models:
@@ -73,7 +73,7 @@ def latest_per_cell(candidates: Iterable[RunSummary], selection: Selection) -> l
                                                              c.conditions))]
 
 
-def select_runs(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[RunSummary]:
+def select_runs(client: Any, experiment_id: str, experiment: str, uri: str, selection: Selection) -> list[LoggedRun]:
     """Resolve the selection against the tracking store.
 
     Raises:
@@ -88,10 +88,10 @@ def select_runs(client: Any, experiment_id: str, experiment: str, uri: str, sele
         filters = f" matching {selection.filters()}" if selection.filters() else ""
         raise CompareError(f"no FINISHED run of kind 'run'{filters} in experiment {experiment!r} of the tracking "
                            f"store {uri}; run `python -m prism` first, or set tracking.uri / tracking.experiment.")
-    return [RunSummary(r.run_id, r.status, r.start_time, r.params, r.tags, label=r.model) for r in runs]
+    return [LoggedRun(r.run_id, r.status, r.start_time, r.params, r.tags, label=r.model) for r in runs]
 
 
-def read_runs(client: Any, experiment_ids: Sequence[str], runs: Sequence[RunSummary],
+def read_runs(client: Any, experiment_ids: Sequence[str], runs: Sequence[LoggedRun],
               uri: str | None) -> list[RunEvidence]:
     """Each run's metrics, templates, question metrics, frozen questions and scored records, through MLflow.
 

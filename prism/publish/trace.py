@@ -164,7 +164,7 @@ class Trace:
     def baseline(self, run_id: str) -> str:
         """The run's baseline condition (``conditions.baseline``; a run that did not log it: its first condition)."""
         run = self.evidence[run_id].run
-        return run.params.get("conditions.baseline") or (run.conditions[0] if run.conditions else "P0")
+        return run.baseline or (run.conditions[0] if run.conditions else "P0")
 
     def at(self, root: str) -> Trace:
         """The same trace, for pages at ``root`` from the site's root (``""`` or ``"../"``); pages are shared."""
@@ -240,7 +240,8 @@ def read_prompts(evidence: Sequence[RunEvidence], uri: str | None) -> dict[str, 
     """
     import tempfile
 
-    from prism.compare.select import RESPONSES_ARTIFACT, CompareError, download, load_prompts
+    from prism.compare.select import CompareError, download, load_prompts
+    from prism.run.names import RESPONSES_ARTIFACT
 
     found: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="prism-publish-prompts-") as tmp:

@@ -1,6 +1,6 @@
 """Any multiple-choice dataset from configuration alone, frozen into seeded, verified samples.
 
-The flow is ``spec`` (the ``dataset`` config: source, field mapping, rules; ``DatasetSpec``) ->
+The flow is ``spec`` (the ``dataset`` config, ``prism.config.DatasetConfig``: source, field mapping, rules) ->
 ``sources`` (rows through Hugging Face ``datasets``: the Hub, or a local JSONL, CSV or Parquet file) ->
 ``mapping`` (row -> question parts; bad data is an error naming file, row, field and fix) -> ``rules``
 (named dataset rules, ids, drops) -> ``load`` (eligible ``Question``s plus drop counts) -> ``sampling``
@@ -22,7 +22,7 @@ from prism.questions.freezing import (
 from prism.questions.load import DROP_REASONS, DROP_TEXT, LoadedQuestions, load_questions
 from prism.questions.sampling import freeze, freeze_stratified
 from prism.questions.sources import resolve_data_dir
-from prism.questions.spec import LETTERS, MAX_OPTIONS, MIN_OPTIONS, DataError, DatasetSpec, FieldMap, builtin_spec
+from prism.questions.spec import LETTERS, MAX_OPTIONS, MIN_OPTIONS, DataError, builtin_dataset, dataset_config
 from prism.types import Question
 
 __all__ = [
@@ -33,12 +33,11 @@ __all__ = [
     "MAX_OPTIONS",
     "MIN_OPTIONS",
     "DataError",
-    "DatasetSpec",
-    "FieldMap",
     "FrozenSet",
     "LoadedQuestions",
     "Question",
-    "builtin_spec",
+    "builtin_dataset",
+    "dataset_config",
     "freeze",
     "freeze_dataset",
     "freeze_question_set",

@@ -2,7 +2,7 @@
 
 The frozen file ``<dataset>-<split>-n<n>-seed<seed>-<digest>.jsonl`` sits next to a ``.meta.json``
 sidecar recording its sha256 and the source's version; ``<digest>`` is 12 hex digits of the source and the
-mapping (``DatasetSpec.mapping_digest``), so two datasets with the same ``n`` and seed never share a file.
+mapping (``DatasetConfig.mapping_digest``), so two datasets with the same ``n`` and seed never share a file.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from prism.config import DatasetConfig
 from prism.questions.load import LoadedQuestions, load_questions
 from prism.questions.sampling import freeze, freeze_stratified
-from prism.questions.spec import DataError, DatasetSpec, builtin_spec
+from prism.questions.spec import DataError, builtin_dataset, dataset_config
 from prism.types import Question, canonical_json, safe_filename
 
 DEFAULT_CACHE_DIR = Path(".prism") / "frozen"
@@ -92,20 +93,18 @@ def _read_meta(meta_path: Path, fix: str) -> dict[str, Any]:
     return meta
 
 
-def freeze_dataset(cfg: Mapping[str, Any] | Any) -> FrozenSet:
+def freeze_dataset(cfg: DatasetConfig | Mapping[str, Any]) -> FrozenSet:
     """Freeze the sample the ``dataset`` config names (``name``, ``split``, ``n``, ``sample_seed``, ...).
 
     Raises:
         DataError: The config, the source, a row or the cache cannot be used.
     """
-    spec = DatasetSpec.from_config(cfg)
-    get = cfg.get if isinstance(cfg, Mapping) else lambda key, default=None: getattr(cfg, key, default)
-    return freeze_question_set(spec, spec.split, int(get("n", 100)), int(get("sample_seed", 0)),
-                               cache_dir=get("cache_dir") or None)
+    spec = dataset_config(cfg)
+    return freeze_question_set(spec, spec.split, spec.n, spec.sample_seed, cache_dir=spec.cache_dir or None)
 
 
 def freeze_question_set(
-    dataset: str | DatasetSpec,
+    dataset: str | DatasetConfig,
     split: str = "test",
     n: int = 100,
     seed: int = 0,
@@ -132,10 +131,10 @@ def freeze_question_set(
     Raises:
         DataError: Loading failed, ``n`` is out of range, or the cache disagrees with the rebuild.
     """
-    if isinstance(dataset, DatasetSpec):
+    if isinstance(dataset, DatasetConfig):
         spec = dataset
     else:
-        spec = builtin_spec(dataset, split=split, data_dir=None if data_dir is None else os.fspath(data_dir))
+        spec = builtin_dataset(dataset, split=split, data_dir=None if data_dir is None else os.fspath(data_dir))
     loaded: LoadedQuestions = load_questions(spec, seed=seed)
     sample = (freeze_stratified if spec.stratify else freeze)(loaded.questions, n, seed)
     data = frozen_bytes(sample)

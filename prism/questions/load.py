@@ -12,10 +12,11 @@ import logging
 import os
 from dataclasses import dataclass
 
+from prism.config import DatasetConfig
 from prism.questions.mapping import Item, answer_index, check_columns, read_item, too_many
 from prism.questions.rules import numeric_labels, repeated_options, seeded_option_order, text_id
 from prism.questions.sources import Rows, read_rows
-from prism.questions.spec import LETTERS, DataError, DatasetSpec, builtin_spec
+from prism.questions.spec import LETTERS, DataError, builtin_dataset
 from prism.types import Question
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class LoadedQuestions:
 
 
 def load_questions(
-    dataset: str | DatasetSpec, split: str = "test", *, seed: int = 0,
+    dataset: str | DatasetConfig, split: str = "test", *, seed: int = 0,
     data_dir: str | os.PathLike[str] | None = None,
 ) -> LoadedQuestions:
     """Load one split and keep the questions the PRISM protocol can use.
@@ -71,18 +72,18 @@ def load_questions(
         DataError: Unknown dataset, missing file or column, bad data in a row, a repeated id, or no way to
             reach the data.
     """
-    if isinstance(dataset, DatasetSpec):
+    if isinstance(dataset, DatasetConfig):
         spec = dataset
     else:
         if not isinstance(split, str) or not split.replace("_", "").isalnum():
             raise DataError(f"split must be a plain name such as 'test', got {split!r}")
-        spec = builtin_spec(dataset, split=split, data_dir=None if data_dir is None else os.fspath(data_dir))
+        spec = builtin_dataset(dataset, split=split, data_dir=None if data_dir is None else os.fspath(data_dir))
     rows = read_rows(spec)
     check_columns(spec, rows.columns, rows.source)
     return _eligible(spec, rows, seed)
 
 
-def _eligible(spec: DatasetSpec, rows: Rows, seed: int) -> LoadedQuestions:
+def _eligible(spec: DatasetConfig, rows: Rows, seed: int) -> LoadedQuestions:
     dropped = dict.fromkeys(DROP_REASONS, 0)
     if spec.exclude:
         dropped["excluded"] = 0  # only when asked for, so other datasets' counts (and sidecars) are unchanged
@@ -126,20 +127,20 @@ def _correct(question: Question) -> str | None:
     return None if question.answer is None else question.options[question.labels.index(question.answer)]
 
 
-def _left_out(spec: DatasetSpec, item: Item) -> str | None:
+def _left_out(spec: DatasetConfig, item: Item) -> str | None:
     """The reason a well-formed item is dropped, or None when it stays."""
     if item.own_id is not None and item.own_id in spec.exclude:
         return "excluded"
     if too_many(item):
         return "too_many_options"
-    if spec.options is not None and len(item.options) not in spec.options:
+    if (counts := spec.option_counts()) is not None and len(item.options) not in counts:
         return "option_count"
     if repeated_options(item.options):
         return "repeated_options"  # e.g. ARC's "R, rr, Rr, RR": a case-insensitive reader sees three
     return None
 
 
-def _question(spec: DatasetSpec, item: Item, where: str, seed: int) -> Question:
+def _question(spec: DatasetConfig, item: Item, where: str, seed: int) -> Question:
     if "numeric_labels" in spec.rules:
         item = numeric_labels(item)
     answer = answer_index(spec, item, where)
@@ -152,7 +153,7 @@ def _question(spec: DatasetSpec, item: Item, where: str, seed: int) -> Question:
     return Question(qid, item.question, options, labels, key, spec.name, spec.split, item.group)
 
 
-def _repeated_id(spec: DatasetSpec, qid: str, where: str, first: str) -> str:
+def _repeated_id(spec: DatasetConfig, qid: str, where: str, first: str) -> str:
     if spec.fields.id is not None:
         return (f"duplicate question id {qid!r} at {where} (first at {first}): ids in dataset.fields.id "
                 f"({spec.fields.id!r}) must be unique. Give one of the rows another id or remove it.")

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from prism.questions.spec import LETTERS, MAX_OPTIONS, MIN_OPTIONS, DataError, DatasetSpec
+from prism.config import DatasetConfig
+from prism.questions.spec import LETTERS, MAX_OPTIONS, MIN_OPTIONS, DataError
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def _bad(where: str, problem: str) -> DataError:
     return DataError(f"malformed row at {where}: {problem}")
 
 
-def check_columns(spec: DatasetSpec, columns: Sequence[str], source: str) -> None:
+def check_columns(spec: DatasetConfig, columns: Sequence[str], source: str) -> None:
     """Every column the mapping names must exist in the source.
 
     Raises:
@@ -62,12 +63,13 @@ def _text(value: Any) -> str | None:
     return None
 
 
-def _options(spec: DatasetSpec, row: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+def _options(spec: DatasetConfig, row: dict[str, Any], where: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """The option texts (and the source's labels, if it has them) of one row."""
     fields = spec.fields
+    option_columns = fields.option_columns
     labels: tuple[str, ...] | None = None
-    if isinstance(fields.options, str):
-        value = row[fields.options]
+    if isinstance(option_columns, str):
+        value = row[option_columns]
         shape = (f"field {fields.options!r} (dataset.fields.options) must be a list of option texts or "
                  "{'text': [...], 'label': [...]}")
         if isinstance(value, dict):
@@ -83,10 +85,10 @@ def _options(spec: DatasetSpec, row: dict[str, Any], where: str) -> tuple[tuple[
         if not isinstance(value, list):
             raise _bad(where, f"{shape}, not {type(value).__name__}.")
         texts = [_text(v) for v in value]
-        columns = [f"{fields.options}[{i}]" for i in range(len(texts))]
+        columns = [f"{option_columns}[{i}]" for i in range(len(texts))]
     else:
-        texts = [_text(row[column]) for column in fields.options]
-        columns = list(fields.options)
+        texts = [_text(row[column]) for column in option_columns]
+        columns = list(option_columns)
         # One column per option: trailing empty cells mean "fewer options", as in a spreadsheet with
         # columns a-e where some questions have four.
         while texts and texts[-1] is not None and not texts[-1].strip():
@@ -100,12 +102,12 @@ def _options(spec: DatasetSpec, row: dict[str, Any], where: str) -> tuple[tuple[
                             "answer, fix the answer).")
     found = tuple(t for t in texts if t is not None)
     if len(found) < MIN_OPTIONS:
-        raise _bad(where, f"{len(found)} option(s) in {columns or fields.options!r}; a question needs at "
+        raise _bad(where, f"{len(found)} option(s) in {columns or option_columns!r}; a question needs at "
                         f"least {MIN_OPTIONS}. Add options or remove the row.")
     return found, labels
 
 
-def read_item(spec: DatasetSpec, row: dict[str, Any], where: str) -> Item:
+def read_item(spec: DatasetConfig, row: dict[str, Any], where: str) -> Item:
     """Read one row through the mapping.
 
     Raises:
@@ -113,8 +115,8 @@ def read_item(spec: DatasetSpec, row: dict[str, Any], where: str) -> Item:
             options. The message names the row's place, the field and the fix.
     """
     fields = spec.fields
-    for key in ("id", "question", "answer", "group"):
-        column = getattr(fields, key)
+    named = {"id": fields.id, "question": fields.question, "answer": fields.answer, "group": fields.group}
+    for key, column in named.items():
         if column is None:
             continue
         value = row.get(column)
@@ -138,7 +140,7 @@ def read_item(spec: DatasetSpec, row: dict[str, Any], where: str) -> Item:
     )
 
 
-def answer_index(spec: DatasetSpec, item: Item, where: str) -> int | None:
+def answer_index(spec: DatasetConfig, item: Item, where: str) -> int | None:
     """Where the answer is among the item's options (0-based), read as ``dataset.answer_format`` says.
 
     Raises:

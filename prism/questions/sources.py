@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from prism.questions.spec import DataError, DatasetSpec
+from prism.config import DatasetConfig
+from prism.questions.spec import DataError
 
 _OFFLINE_HINT = (
     "Point PRISM at local files instead: set dataset.data_dir=DIR (Hydra override) or the environment variable "
@@ -36,7 +37,7 @@ class Rows:
         where: Row index -> its place for messages (``file.jsonl:12``, ``file.csv, data row 3``).
         version: ``sha256:<hex>`` of a local file, or ``<hub repo>@<revision>``.
         source: The file path or Hub repository, as shown to a person.
-        source_id: What identifies the source in the frozen file's name (see ``DatasetSpec.mapping_digest``).
+        source_id: What identifies the source in the frozen file's name (see ``DatasetConfig.mapping_digest``).
         columns: The column names the rows have.
     """
 
@@ -59,7 +60,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
     return path
 
 
-def read_rows(spec: DatasetSpec) -> Rows:
+def read_rows(spec: DatasetConfig) -> Rows:
     """Read the spec's source: ``dataset.path``, else ``<data_dir>/<name>/<split>.jsonl``, else the Hub.
 
     Raises:
@@ -198,7 +199,7 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
     return bool(result and result[0])
 
 
-def read_hub(spec: DatasetSpec) -> Rows:
+def read_hub(spec: DatasetConfig) -> Rows:
     """Load a split from the Hub pinned to the repository's current revision."""
     if spec.hub is None:
         raise DataError(f"dataset {spec.name!r} has no source: set dataset.path=FILE (JSONL, CSV or Parquet), "

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism.backends.base import Backend
-from prism.backends.registry import create_backend, keyed_settings
+from prism.backends.registry import create_backend, keyed_settings, token_counter
 from prism.backends.remote import RemoteBackend
 from prism.conditions import check_option_counts, condition_set_from_config, render_all
 from prism.config import PrismConfig
 from prism.questions import freeze_dataset
 from prism.run.cells import CellGrid
-from prism.run.generation import check_generation, repetition_params
+from prism.run.generation import repetition_params
 from prism.run.store import CompletionStore
-from prism.run.usage import check_pricing, cost_usd, priced
+from prism.run.usage import cost_usd, priced
 from prism.types import ModelIdentity
 
 #: How the prompt tokens were counted when no tokenizer is at hand.
@@ -72,8 +72,6 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
     Raises:
         PrismError: For any input a run would refuse (the same checks, in the same words).
     """
-    check_generation(cfg.generation)
-    check_pricing(cfg.model.pricing)
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     backend = create_backend(cfg.model)
     try:
@@ -102,9 +100,9 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
         finally:
             if store is not None:
                 store.close()
-        counter = getattr(backend, "count_tokens", None)
-        if callable(counter):
-            prompt_tokens, method = sum(int(counter(text)) for text, _ in missing), "tokenizer"
+        counter = token_counter(backend, cfg.model.backend)
+        if counter is not None:
+            prompt_tokens, method = sum(int(counter.count_tokens(text)) for text, _ in missing), "tokenizer"
         else:
             prompt_tokens = sum(math.ceil(len(text) / CHARS_PER_TOKEN) for text, _ in missing)
             method = f"chars/{CHARS_PER_TOKEN}"

@@ -6,10 +6,8 @@ Shared by a run (:mod:`prism.run.pipeline`, which re-exports them) and a dry run
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from prism.config import GenerationConfig
-from prism.errors import ConfigError
 from prism.types import GenerationParams
 
 
@@ -18,30 +16,6 @@ def repetition_seed(seed: int, repetition: int) -> int:
     if repetition == 0:
         return seed
     return int(hashlib.sha256(f"{seed}:{repetition}".encode()).hexdigest()[:8], 16)
-
-
-def check_generation(generation: GenerationConfig) -> None:
-    """Refuse generation values that Hydra's types allow but no backend can honour as meant.
-
-    A backend does not refuse them either: llama.cpp reads ``max_tokens`` <= 0 as "until the context is
-    full" and a negative seed as "pick a random one", which would quietly change what is measured.
-
-    Raises:
-        ConfigError: Naming the key, the value and the accepted range.
-    """
-    rules: list[tuple[str, Any, str]] = [
-        ("repetitions", lambda v: v >= 1, "a whole number >= 1"),
-        ("max_tokens", lambda v: v >= 1, "a whole number >= 1"),
-        ("temperature", lambda v: 0 <= v < float("inf"), "a number >= 0 (0 is greedy decoding)"),
-        ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
-        ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
-        ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
-    ]
-    for key, valid, accepted in rules:
-        value = getattr(generation, key)
-        if not valid(value):
-            raise ConfigError(f"generation.{key}={value!r} cannot be used: it must be {accepted}. "
-                              f"Set it with generation.{key}=VALUE (or pick another generation=... group).")
 
 
 def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:

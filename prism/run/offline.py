@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
+from prism.run.names import TAG_UPLOADED_FROM
 from prism.run.tracking import MlflowTracker, TrackingError
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def upload(out: Path, tracking_uri: str | None, experiment: str | None) -> str:
     for call in calls:
         kind = call["call"]
         if kind == "start":
-            tags = {**call["tags"], "prism.uploaded_from": str(out.resolve())}
+            tags = {**call["tags"], TAG_UPLOADED_FROM: str(out.resolve())}
             run_id = tracker.start(call["run_name"], tags)
         elif kind == "log_params":
             tracker.log_params(call["params"])

@@ -36,14 +36,28 @@ from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.budget import BudgetGuard, limited, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.generation import check_generation, repetition_params, repetition_seed  # noqa: F401  (re-exported)
+from prism.run.generation import repetition_params, repetition_seed  # noqa: F401  (re-exported)
 from prism.run.identities import record_identity
 from prism.run.inference import Cell, ask_each
 from prism.run.lock import experiment_lock
+from prism.run.names import (
+    FINISHED,
+    KIND_RUN,
+    PARAM_CONDITION_NAMES,
+    PARAM_PARSER_VERSION,
+    PARAM_PROTOCOL_VERSION,
+    PARAM_SCORER_VERSION,
+    PARAM_TEMPLATE_VERSION,
+    RUN_ARTIFACT_DIRS,
+    TAG_MODEL_DIGEST_CHANGED_FROM,
+    TAG_RESUMED_FROM,
+    TAG_SWEEP,
+    run_tags,
+)
 from prism.run.offline import RecordingTracker
 from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
-from prism.run.usage import Usage, check_pricing
+from prism.run.usage import Usage
 from prism.run.writable import check_writable_dirs
 from prism.turns import turn_roles, write_conversations
 from prism.types import PROTOCOL_VERSION, ModelIdentity, Prompt, canonical_json, safe_filename
@@ -103,11 +117,11 @@ def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
     }
     params.update(
         {
-            "conditions.names": ",".join(condition_set.names),
-            "conditions.template_version": condition_set.template_version,
-            "parser_version": PARSER_VERSION,
-            "scorer_version": SCORER_VERSION,
-            "protocol_version": PROTOCOL_VERSION,
+            PARAM_CONDITION_NAMES: ",".join(condition_set.names),
+            PARAM_TEMPLATE_VERSION: condition_set.template_version,
+            PARAM_PARSER_VERSION: PARSER_VERSION,
+            PARAM_SCORER_VERSION: SCORER_VERSION,
+            PARAM_PROTOCOL_VERSION: PROTOCOL_VERSION,
         }
     )
     return params
@@ -177,7 +191,7 @@ def run(
         if cfg.store.enabled:
             store = resources.enter_context(closing(CompletionStore(cfg.store.path, cfg.store.sync_interval_s)))
             resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
-        tags = {**run_tags(plan, out), **({"prism.sweep": sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
+        tags = {**experiment_run_tags(plan, out), **({TAG_SWEEP: sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
         run_id = plan.tracker.start(plan.run_name, tags)
         if store is not None:  # what a dry run of this model reads to count the cells the store holds
             record_identity(store, plan.backend, plan.identity)
@@ -193,10 +207,10 @@ def run(
         metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
         metrics.update(usage.metrics(plan.condition_set.names, cfg.model.pricing))
         plan.tracker.log_metrics(metrics)
-        for sub in ("config", "questions", "prompts", "responses", "results"):
+        for sub in RUN_ARTIFACT_DIRS:
             for path in sorted((out / sub).glob("*")):
                 plan.tracker.log_artifact(path, sub)
-    plan.tracker.end("FINISHED")
+    plan.tracker.end(FINISHED)
     if plan.tracker.offline:
         raise TrackingError(
             f"MLflow failed during the run ({plan.tracker.failure}). Inference finished and nothing is lost: the "
@@ -205,25 +219,6 @@ def run(
         )
     return RunResult(run_id, plan.tracker.uri, plan.tracker.experiment_id, metrics, out,
                      n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
-
-
-def check_model_name(name: str) -> None:
-    """Refuse a model name with a path segment ``.`` or ``..``, or a control character, before any inference.
-
-    The name becomes metric names (``sensitivity/<model>/...``), run names and tags; a slash is kept, since
-    served ids are often ``org/model`` (vLLM, ``hf.co/...`` Ollama tags), and any file named after a model
-    goes through :func:`prism.types.safe_filename`. An empty name is left to the backend, which says what
-    it needs.
-
-    Raises:
-        ConfigError: Naming the value and what is allowed.
-    """
-    if not name:
-        return
-    if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
-        raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such a "
-                          "path segment, or hold control characters. Set model.name=NAME to the model's tag or "
-                          "served id (e.g. llama3:8b or org/model).")
 
 
 @dataclass(frozen=True)
@@ -247,13 +242,6 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     The backend comes first, so a wrong model path or name is reported before any data is loaded; an
     unreachable tracking store stops the run here, before any inference.
     """
-    check_generation(cfg.generation)
-    check_pricing(cfg.model.pricing)
-    check_model_name(cfg.model.name or "")
-    if not 0 <= cfg.store.sync_interval_s < float("inf"):
-        raise ConfigError(f"store.sync_interval_s={cfg.store.sync_interval_s!r} cannot be used: it must be a number "
-                          ">= 0 (0 fsyncs every completion; N fsyncs at most N seconds after one). Set it with "
-                          "store.sync_interval_s=VALUE.")
     # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
@@ -309,22 +297,13 @@ def report_dropped(frozen: FrozenSet) -> None:
              "; ".join(f"{count} {DROP_TEXT.get(reason, reason)}" for reason, count in dropped.items()))
 
 
-def run_tags(plan: Plan, out: Path) -> dict[str, str]:
-    """The run tags of docs/architecture.md: identity, versions, experiment hash, output dir, model details."""
+def experiment_run_tags(plan: Plan, out: Path) -> dict[str, str]:
+    """The run tags of docs/reference/mlflow.md: identity, versions, experiment hash, output dir, model details."""
     commit, dirty = git_state(Path(__file__).resolve().parent)
-    return {
-        "prism.kind": "run",
-        "prism.model_digest": plan.identity.digest,
-        "prism.question_set_sha256": plan.frozen.sha256,
-        "prism.dataset_version": plan.frozen.dataset_version,
-        "prism.git_commit": commit,
-        "prism.git_dirty": str(dirty).lower(),
-        "prism.version": __version__,
-        "prism.config_sha256": plan.experiment_sha256,
-        "prism.output_dir": str(out.resolve()),
-        **{f"prism.model.{k}": v for k, v in plan.identity.details.items()},
-        **{f"prism.dropped.{reason}": str(count) for reason, count in plan.frozen.dropped.items()},
-    }
+    return run_tags(kind=KIND_RUN, digest=plan.identity.digest, question_set=plan.frozen.sha256,
+                    dataset_version=plan.frozen.dataset_version, git_commit=commit, git_dirty=dirty,
+                    version=__version__, config_sha256=plan.experiment_sha256, output_dir=str(out.resolve()),
+                    model_details=plan.identity.details, dropped=plan.frozen.dropped)
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
@@ -388,12 +367,12 @@ def _tag_resumed(tracker: Any, reused_from: set[str], run_id: str) -> None:
     unfinished = sorted(r for r, status in tracker.statuses(sorted(producers)).items()
                         if status in ("RUNNING", "FAILED", "KILLED"))
     if unfinished:
-        tracker.set_tags({"prism.resumed_from": ",".join(unfinished)})
+        tracker.set_tags({TAG_RESUMED_FROM: ",".join(unfinished)})
 
 
 def _log_partial(tracker: Any, out: Path) -> None:
     """Upload whatever the failed run collected; a failure here must not hide the original error."""
-    for sub in ("config", "questions", "prompts", "responses"):
+    for sub in RUN_ARTIFACT_DIRS[:-1]:  # not results: a failed run has none
         for path in sorted((out / sub).glob("*")):
             try:
                 tracker.log_artifact(path, sub)
@@ -427,4 +406,4 @@ def _warn_on_digest_change(tracker: Any, identity: ModelIdentity, run_id: str) -
         "reproduce them, serve the weights with the earlier digest.",
         identity.name, identity.backend, identity.digest, before,
     )
-    tracker.set_tags({"prism.model_digest_changed_from": ",".join(others)})
+    tracker.set_tags({TAG_MODEL_DIGEST_CHANGED_FROM: ",".join(others)})

@@ -1,7 +1,7 @@
 """MLflow, behind a small interface: the only module that writes to MLflow.
 
 ``mlflow`` is imported when a tracker is created, never at ``import prism`` (it costs seconds).
-Names of params, tags, metrics and artifacts follow docs/architecture.md, section 3.
+Names of params, tags and artifacts are defined once, in :mod:`prism.run.names`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
+from prism.run.names import TAG_MODEL_DIGEST
 
 try:  # POSIX only; elsewhere parallel jobs on one new SQLite store are not serialized
     import fcntl
@@ -246,7 +247,7 @@ class MlflowTracker:
         found: dict[str, list[str]] = {}
         for run in client.search_runs([self.experiment_id], filter_string=query, max_results=1000,
                                       order_by=["attributes.start_time DESC"]):
-            digest = run.data.tags.get("prism.model_digest")
+            digest = run.data.tags.get(TAG_MODEL_DIGEST)
             if digest and run.info.run_id != exclude_run_id:
                 found.setdefault(str(digest), []).append(str(run.info.run_id))
         return found

@@ -19,12 +19,10 @@ The identity probe a remote backend sends before the first cell is not a cell an
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prism.config import PricingConfig
-from prism.errors import ConfigError
 from prism.records import RawRecord
 
 #: Metric name prefixes of what a run cost rather than what it measured: they differ between a run and its
@@ -35,26 +33,6 @@ USAGE_METRICS = ("tokens_", "cost_usd")
 def is_usage_metric(name: str) -> bool:
     """Whether ``name`` is a token or cost metric (:data:`USAGE_METRICS`)."""
     return name.startswith(USAGE_METRICS)
-
-
-def check_pricing(pricing: PricingConfig) -> None:
-    """Refuse prices that cannot be meant, before anything is asked.
-
-    Raises:
-        ConfigError: If only one of the two prices is set, or a price or the discount is out of range.
-    """
-    given = {"input_per_mtok": pricing.input_per_mtok, "output_per_mtok": pricing.output_per_mtok}
-    unset = [k for k, v in given.items() if v is None]
-    if len(unset) == 1:
-        other = next(k for k in given if k not in unset)
-        raise ConfigError(f"model.pricing.{other} is set but model.pricing.{unset[0]} is not: set both (US dollars "
-                          "per million tokens, from the provider's price page), or neither for no cost_usd.")
-    for key, value in given.items():
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"model.pricing.{key}={value!r} must be a price >= 0 in US dollars per million tokens.")
-    if not (math.isfinite(pricing.batch_discount) and 0 < pricing.batch_discount <= 1):
-        raise ConfigError(f"model.pricing.batch_discount={pricing.batch_discount!r} must be in (0, 1]: the "
-                          "fraction of the price a batch API charges (0.5: half price).")
 
 
 def priced(pricing: PricingConfig) -> bool:

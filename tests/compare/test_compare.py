@@ -21,10 +21,11 @@ import pytest
 from conftest import CONF_DIR, compose, compose_config, run_overrides
 
 from prism.compare.core import compare
-from prism.compare.select import CompareError, RunSummary, Selection, choose_runs, find_mismatches
+from prism.compare.select import CompareError, Selection, choose_runs, find_mismatches
 from prism.compare.tables import DIVERGENCE_COLUMNS, SENSITIVITY_COLUMNS
 from prism.config import CompareConfig, to_schema
 from prism.questions import Question, freeze_question_set
+from prism.run.names import LoggedRun
 from prism.run.pipeline import run
 
 CONDITIONS = ["P0", "P1", "P2", "P3", "P4"]
@@ -349,10 +350,10 @@ def test_runs_on_different_question_sets_are_compared_without_pairing_their_cell
 
 
 def test_across_question_sets_only_the_question_set_and_the_subjective_suffix_may_differ() -> None:
-    def summary(run_id: str, question_set: str, **params: str) -> RunSummary:
+    def summary(run_id: str, question_set: str, **params: str) -> LoggedRun:
         base = {"model.name": "m", "conditions.template_version": "3", "parser_version": "2",
                 "generation.temperature": "0.0", "generation.max_tokens": "64", "generation.seed": "0"}
-        return RunSummary(run_id, "FINISHED", 0, {**base, **params}, {"prism.question_set_sha256": question_set})
+        return LoggedRun(run_id, "FINISHED", 0, {**base, **params}, {"prism.question_set_sha256": question_set})
 
     arc, survey = summary("a", "s1"), summary("b", "s2", **{"conditions.template_version": "3+subjective.1"})
     assert find_mismatches([arc, survey], across_question_sets=True) == []
@@ -368,11 +369,11 @@ def test_across_question_sets_only_the_question_set_and_the_subjective_suffix_ma
 
 
 def test_mismatch_check_names_each_key_and_compares_numbers_as_numbers() -> None:
-    def summary(run_id: str, **params: str) -> RunSummary:
+    def summary(run_id: str, **params: str) -> LoggedRun:
         base = {"model.name": run_id, "conditions.template_version": "1", "parser_version": "1",
                 "generation.temperature": "0.0", "generation.max_tokens": "64", "generation.seed": "0",
                 "generation.top_p": "null", "generation.top_k": "null"}
-        return RunSummary(run_id, "FINISHED", 0, {**base, **params}, {"prism.question_set_sha256": "abc"})
+        return LoggedRun(run_id, "FINISHED", 0, {**base, **params}, {"prism.question_set_sha256": "abc"})
 
     assert find_mismatches([summary("a"), summary("b", **{"generation.temperature": "0"})]) == []
     lines = find_mismatches([summary("a"), summary("b", parser_version="2", **{"generation.top_k": "40",
@@ -383,8 +384,8 @@ def test_mismatch_check_names_each_key_and_compares_numbers_as_numbers() -> None
 
 
 def test_choose_runs_takes_the_latest_finished_run_per_model_of_the_newest_question_set() -> None:
-    def r(run_id: str, model: str, t: int, qs: str = "new", status: str = "FINISHED", kind: str = "run") -> RunSummary:
-        return RunSummary(run_id, status, t, {"model.name": model, "dataset.name": "arc"},
+    def r(run_id: str, model: str, t: int, qs: str = "new", status: str = "FINISHED", kind: str = "run") -> LoggedRun:
+        return LoggedRun(run_id, status, t, {"model.name": model, "dataset.name": "arc"},
                           {"prism.kind": kind, "prism.question_set_sha256": qs})
 
     candidates = [r("a1", "a", 1), r("a2", "a", 5), r("b1", "b", 2), r("b-old", "b", 3, qs="old"),

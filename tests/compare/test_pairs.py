@@ -7,16 +7,19 @@ that capping the listed differences changes nothing but the listing.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from itertools import combinations
 
 import pandas as pd
 import pytest
 
 from prism.compare.build import build_tables
-from prism.compare.core import DEFAULT_MAX_PER_PAIR, _pairing, headline_metrics
-from prism.compare.select import CompareError, RunSummary, Selection
-from prism.compare.tables import ModelCells, cap_note, differences, model_pairs, pairing_note
-from prism.config import CompareConfig
+from prism.compare.core import _pairing, headline_metrics
+from prism.compare.select import CompareError, Selection
+from prism.compare.tables import ModelCells, cap_note, model_pairs, pairing_note
+from prism.config import CompareConfig, CompareDifferences
+from prism.errors import ConfigError
+from prism.run.names import LoggedRun
 
 CONDITIONS = ("P0", "P1", "P2")
 LABELS = "ABCD"
@@ -55,8 +58,6 @@ def test_reference_pairs_put_one_run_against_each_other() -> None:
     assert every == [(a.label, b.label) for a, b in combinations(MODELS, 2)]
     with pytest.raises(ValueError, match="reference run run9 is not among the compared runs"):
         model_pairs(MODELS, "reference", "run9")
-    with pytest.raises(ValueError, match="pairs must be one of reference, all"):
-        model_pairs(MODELS, "some")
 
 
 def test_a_reference_pair_has_the_same_rows_as_in_all_pairs() -> None:
@@ -112,30 +113,31 @@ def test_the_notes_say_what_the_tables_hold() -> None:
     assert "no cap" in cap_note(every)
 
 
-def test_a_negative_cap_is_refused() -> None:
-    with pytest.raises(ValueError, match="max_per_pair must be 0 or more"):
-        differences(MODELS, None, -1)
+@pytest.mark.parametrize(("change", "message"), [
+    ({"pairs": "some"}, "pairs must be one of reference, all, got 'some'"),
+    ({"differences": CompareDifferences(max_per_pair=-2)}, "whole number of 0 or more"),
+    ({"pairs": "all", "reference": "a"}, "only pairs=reference does"),
+    ({"bootstrap": 0}, "bootstrap must be at least 1"),
+    ({"permutations": 0}, "permutations must be at least 1"),
+])
+def test_a_pairing_or_cap_no_comparison_can_use_is_refused_once_by_the_config(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        replace(CompareConfig(), **change).check()
+    CompareConfig().check()
 
 
-def summary(run_id: str, start: int) -> RunSummary:
-    return RunSummary(run_id, "FINISHED", start, {"model.name": run_id}, {"prism.kind": "run"})
+def summary(run_id: str, start: int) -> LoggedRun:
+    return LoggedRun(run_id, "FINISHED", start, {"model.name": run_id}, {"prism.kind": "run"})
 
 
 def test_the_reference_is_chosen_as_documented() -> None:
     runs = [summary("b", 20), summary("a", 10), summary("c", 30)]
     default = CompareConfig()
-    assert (default.pairs, default.reference, default.differences.max_per_pair) == (
-        "reference", None, DEFAULT_MAX_PER_PAIR)
-    cap = DEFAULT_MAX_PER_PAIR
+    assert (default.pairs, default.reference, default.differences.max_per_pair) == ("reference", None, 200)
+    cap = default.differences.max_per_pair
     assert _pairing("reference", None, cap, runs, Selection()) == ("reference", "a", cap)  # earliest started
     assert _pairing("reference", None, cap, runs, Selection(runs=("c", "a", "b"))) == ("reference", "c", cap)
     assert _pairing("reference", "b", None, runs, Selection()) == ("reference", "b", None)
     assert _pairing("all", None, 5, runs, Selection()) == ("all", None, 5)
     with pytest.raises(CompareError, match="reference run z is not among the compared runs"):
         _pairing("reference", "z", cap, runs, Selection())
-    with pytest.raises(CompareError, match="only pairs=reference does"):
-        _pairing("all", "a", cap, runs, Selection())
-    with pytest.raises(CompareError, match="pairs must be one of"):
-        _pairing("every", None, cap, runs, Selection())
-    with pytest.raises(CompareError, match="whole number of 0 or more"):
-        _pairing("reference", None, -2, runs, Selection())

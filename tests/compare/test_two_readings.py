@@ -79,9 +79,9 @@ def made(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str, 
                                  f"model.path={root / 'survey.replay.jsonl'}", "model.name=survey",
                                  "generation.label_probs=true"])
     cs = condition_set_from_config(survey_cfg.conditions, subjective=True)
-    from prism.questions import DatasetSpec, load_questions
+    from prism.questions import dataset_config, load_questions
 
-    spec = DatasetSpec.from_config({"name": "custom", "path": str(items), "answer_format": "none",
+    spec = dataset_config({"name": "custom", "path": str(items), "answer_format": "none",
                                     "type": "subjective",
                                     "fields": {"id": "id", "question": "statement", "options": "options"}})
     survey_prompts = [(q.question_id, c.name, render(q, c, cs)) for q in load_questions(spec).questions

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import compose_plain
 
-from prism.questions import DatasetSpec, builtin_spec, freeze_dataset, load_questions
+from prism.questions import builtin_dataset, dataset_config, freeze_dataset, load_questions
 from questions.conftest import FIXTURES
 from questions.helpers import write_jsonl
 
@@ -23,11 +23,11 @@ HUB = {"arc_challenge": ("allenai/ai2_arc", "ARC-Challenge"), "sciq": ("allenai/
 def test_every_builtin_config_composes_into_a_checked_spec(name: str, tmp_path: Path) -> None:
     extra = [f"dataset.path={tmp_path / 'items.csv'}"] if name == "custom" else []
     cfg = compose_plain([f"dataset={name}", *extra])["dataset"]
-    spec = DatasetSpec.from_config(cfg)
+    spec = dataset_config(cfg)
     assert spec.name == name and spec.type == "objective"
     if name != "custom":
         assert (spec.hub, spec.hub_config) == HUB[name]
-        assert spec == builtin_spec(name, split=spec.split)
+        assert spec == builtin_dataset(name, split=spec.split)
     assert spec.split == ("validation" if name == "commonsense_qa" else "test")
 
 
@@ -67,12 +67,12 @@ def test_mmlu_pro_keeps_three_to_ten_options_its_own_ids_and_the_id_gaps() -> No
     for question in loaded.questions:
         assert question.answer == rows[question.question_id]["answer"]  # the letter at answer_index
         assert question.group == rows[question.question_id]["category"]
-    only_ten = DatasetSpec.from_config({**_cfg("mmlu_pro"), "options": 10})
+    only_ten = dataset_config({**_cfg("mmlu_pro"), "options": 10})
     assert {len(q.options) for q in load_questions(only_ten).questions} == {10}
 
 
 def test_commonsense_qa_is_five_options_from_validation_by_default() -> None:
-    loaded = load_questions(builtin_spec("commonsense_qa", split="validation", data_dir=str(FIXTURES)))
+    loaded = load_questions(builtin_dataset("commonsense_qa", split="validation", data_dir=str(FIXTURES)))
     assert len(loaded.questions) == 47 and loaded.dropped["repeated_options"] == 7
     assert {q.labels for q in loaded.questions} == {tuple("ABCDE")}
     assert {q.split for q in loaded.questions} == {"validation"}
@@ -98,7 +98,7 @@ def test_arc_numeric_labels_and_option_count_rule(tmp_path: Path) -> None:
     loaded = load_questions("arc_challenge", "test", data_dir=tmp_path)
     assert [(q.question_id, q.answer) for q in loaded.questions] == [("n4", "C"), ("l4", "D")]
     assert loaded.dropped["option_count"] == 2
-    every_count = load_questions(DatasetSpec.from_config({**_cfg("arc_challenge", tmp_path), "options": None}))
+    every_count = load_questions(dataset_config({**_cfg("arc_challenge", tmp_path), "options": None}))
     assert [(q.question_id, q.labels[-1], q.answer) for q in every_count.questions] == [
         ("n4", "D", "C"), ("l4", "D", "D"), ("l5", "E", "E"), ("n3", "C", "A")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prism.questions import DatasetSpec, freeze_dataset, freeze_question_set, read_frozen
+from prism.questions import dataset_config, freeze_dataset, freeze_question_set, read_frozen
 from prism.types import Question
 from questions.helpers import write_csv
 
@@ -52,14 +52,16 @@ def test_question_records_without_group_are_unchanged() -> None:
 
 
 def test_a_spec_and_a_builtin_name_freeze_the_same_set(tmp_path: Path) -> None:
-    from prism.questions import builtin_spec
+    from prism.logged_config import with_builtin_dataset
+    from prism.questions import builtin_dataset
     from questions.conftest import FIXTURES
 
     by_name = freeze_question_set("openbookqa", "test", 5, 1, FIXTURES, tmp_path)
-    by_spec = freeze_question_set(builtin_spec("openbookqa", data_dir=str(FIXTURES)), "test", 5, 1,
+    by_spec = freeze_question_set(builtin_dataset("openbookqa", data_dir=str(FIXTURES)), "test", 5, 1,
                                   cache_dir=tmp_path)
     assert by_name == by_spec
     logged_before_mappings = {"name": "openbookqa", "split": "test", "n": 5, "sample_seed": 1,
                               "data_dir": str(FIXTURES), "cache_dir": str(tmp_path)}
-    assert freeze_dataset(logged_before_mappings) == by_name
-    assert DatasetSpec.from_config(logged_before_mappings).fields.question == "question_stem"
+    read_back = with_builtin_dataset({"dataset": logged_before_mappings})["dataset"]
+    assert freeze_dataset(read_back) == by_name
+    assert dataset_config(read_back).fields.question == "question_stem"

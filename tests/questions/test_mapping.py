@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.questions import DataError, DatasetSpec, load_questions
+from prism.questions import DataError, dataset_config, load_questions
 from questions.helpers import write_csv, write_jsonl
 
 HEADER = ["stem", "a", "b", "c", "d", "key"]
@@ -14,7 +14,7 @@ GOOD = ["What is 2+2?", "3", "4", "5", "6", "B"]
 
 
 def _load(cfg: dict) -> list:
-    return list(load_questions(DatasetSpec.from_config(cfg)).questions)
+    return list(load_questions(dataset_config(cfg)).questions)
 
 
 @pytest.mark.parametrize(

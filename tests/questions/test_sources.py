@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prism.questions import DataError, DatasetSpec, load_questions
+from prism.config import DatasetConfig
+from prism.questions import DataError, dataset_config, load_questions
 from questions.helpers import write_csv, write_jsonl
 
 ITEMS = [
@@ -22,8 +23,8 @@ COLUMNS = list(ITEMS[0])
 FIELDS = {"id": "qid", "question": "stem", "options": ["a", "b", "c", "d"], "answer": "key", "group": "topic"}
 
 
-def _spec(path: Path, **extra: object) -> DatasetSpec:
-    return DatasetSpec.from_config({"name": "custom", "path": str(path), "fields": FIELDS, "answer_format": "letter",
+def _spec(path: Path, **extra: object) -> DatasetConfig:
+    return dataset_config({"name": "custom", "path": str(path), "fields": FIELDS, "answer_format": "letter",
                                     **extra})
 
 
@@ -100,7 +101,7 @@ def test_a_builtin_loads_from_the_hub_at_a_pinned_revision(monkeypatch: pytest.M
     import sys
     import types
 
-    from prism.questions import builtin_spec, sources
+    from prism.questions import builtin_dataset, sources
 
     calls: list[tuple[object, ...]] = []
     rows = [{"question": "Q?", "subject": "anatomy", "choices": ["a", "b", "c", "d"], "answer": 2}]
@@ -125,7 +126,7 @@ def test_a_builtin_loads_from_the_hub_at_a_pinned_revision(monkeypatch: pytest.M
     monkeypatch.setattr(sources, "_hub_reachable", lambda timeout=2.0: True)
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(HfApi=FakeApi))
-    loaded = load_questions(builtin_spec("mmlu", split="validation"))
+    loaded = load_questions(builtin_dataset("mmlu", split="validation"))
     assert calls == [(("cais/mmlu", "all"), {"split": "validation", "revision": "rev1"})]
     assert loaded.dataset_version == "cais/mmlu@rev1" and loaded.source_id == "hub:cais/mmlu:all"
     (question,) = loaded.questions

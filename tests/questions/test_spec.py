@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prism.questions import DataError, DatasetSpec
+from prism.questions import DataError, dataset_config
 
 BASE = {"name": "custom", "path": "items.csv", "answer_format": "letter",
         "fields": {"question": "stem", "options": ["a", "b"], "answer": "key"}}
@@ -31,22 +31,22 @@ BASE = {"name": "custom", "path": "items.csv", "answer_format": "letter",
 ])
 def test_a_bad_value_is_refused_naming_the_key(change: dict, message: str) -> None:
     with pytest.raises(DataError, match=message):
-        DatasetSpec.from_config({**BASE, **change})
+        dataset_config({**BASE, **change})
 
 
 def test_option_counts_read_as_a_sorted_tuple() -> None:
-    assert DatasetSpec.from_config({**BASE, "options": 4}).options == (4,)
-    assert DatasetSpec.from_config({**BASE, "options": [5, "3", 5]}).options == (3, 5)
-    assert DatasetSpec.from_config(BASE).options is None
+    assert dataset_config({**BASE, "options": 4}).option_counts() == (4,)
+    assert dataset_config({**BASE, "options": [5, "3", 5]}).option_counts() == (3, 5)
+    assert dataset_config(BASE).option_counts() is None
 
 
 def test_the_mapping_digest_changes_with_source_mapping_and_selection() -> None:
-    spec = DatasetSpec.from_config(BASE)
+    spec = dataset_config(BASE)
     digests = {
         spec.mapping_digest("file:a.csv"),
         spec.mapping_digest("file:b.csv"),
-        DatasetSpec.from_config({**BASE, "answer_format": "index"}).mapping_digest("file:a.csv"),
-        DatasetSpec.from_config({**BASE, "options": 2}).mapping_digest("file:a.csv"),
+        dataset_config({**BASE, "answer_format": "index"}).mapping_digest("file:a.csv"),
+        dataset_config({**BASE, "options": 2}).mapping_digest("file:a.csv"),
     }
-    assert len(digests) == 4 and spec.mapping_digest("file:a.csv") == DatasetSpec.from_config(BASE).mapping_digest(
+    assert len(digests) == 4 and spec.mapping_digest("file:a.csv") == dataset_config(BASE).mapping_digest(
         "file:a.csv")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prism.questions import DataError, DatasetSpec, builtin_spec, load_questions
+from prism.questions import DataError, builtin_dataset, dataset_config, load_questions
 
 WVS_EXCLUDED = {"Q56", "Q111", "Q119", "Q221", "Q222", *(f"Q{i}" for i in range(241, 250)), "Q254"}
 
@@ -22,7 +22,7 @@ def test_wvs7_reads_its_own_folder_and_drops_and_counts_the_recoded_items(tmp_pa
     scale = ["Very important", "Rather important", "Not very important", "Not at all important"]
     rows = [{"id": qid, "statement": f"Synthetic {qid}?", "options": scale} for qid in ("Q1", "Q56", "Q2", "Q254")]
     write(tmp_path / "wvs7_worldvaluesbench" / "value_questions.jsonl", rows)
-    loaded = load_questions(builtin_spec("wvs7", split="value_questions", data_dir=str(tmp_path)))
+    loaded = load_questions(builtin_dataset("wvs7", split="value_questions", data_dir=str(tmp_path)))
     assert [q.question_id for q in loaded.questions] == ["Q1", "Q2"]
     assert loaded.dropped["excluded"] == 2
     assert loaded.questions[0].options == tuple(scale) and loaded.questions[0].answer is None
@@ -34,17 +34,17 @@ def test_political_compass_keeps_the_scale_in_order_and_opinions_qa_keeps_refuse
           [{"id": "pc-01", "statement": "Synthetic proposition.", "options": scale}])
     write(tmp_path / "opinions_qa" / "test.jsonl",
           [{"id": "X_W1", "statement": "Synthetic question?", "options": ["Yes", "No", "Refused"]}])
-    pc = builtin_spec("political_compass", split="test_rottger2024", data_dir=str(tmp_path))
+    pc = builtin_dataset("political_compass", split="test_rottger2024", data_dir=str(tmp_path))
     assert pc.ordinal and pc.type == "subjective" and pc.answer_format == "none"
     (question,) = load_questions(pc).questions
     assert question.options == tuple(scale)
-    (opinion,) = load_questions(builtin_spec("opinions_qa", data_dir=str(tmp_path))).questions
+    (opinion,) = load_questions(builtin_dataset("opinions_qa", data_dir=str(tmp_path))).questions
     assert opinion.options == ("Yes", "No", "Refused")
 
 
 def test_an_ordered_scale_refuses_a_rule_that_shuffles_it() -> None:
     with pytest.raises(DataError, match="ordinal=true keeps an ordered scale"):
-        DatasetSpec.from_config({"name": "custom", "path": "x.jsonl", "answer_format": "none", "ordinal": True,
+        dataset_config({"name": "custom", "path": "x.jsonl", "answer_format": "none", "ordinal": True,
                                  "rules": ["seeded_option_order"],
                                  "fields": {"question": "statement", "options": "options"}})
 
@@ -56,9 +56,9 @@ def test_an_ordered_scale_refuses_a_rule_that_shuffles_it() -> None:
     ("wvs7", "value_questions", 224, {"excluded": 15}),
 ])
 def test_the_real_survey_files_load(full_data_dir: Path, name: str, split: str, kept: int, dropped: dict) -> None:
-    if not (full_data_dir / (builtin_spec(name).folder or name)).is_dir():
+    if not (full_data_dir / (builtin_dataset(name).folder or name)).is_dir():
         pytest.skip(f"needs the full {name} data under {full_data_dir}")
-    loaded = load_questions(builtin_spec(name, split=split, data_dir=str(full_data_dir)))
+    loaded = load_questions(builtin_dataset(name, split=split, data_dir=str(full_data_dir)))
     assert len(loaded.questions) == kept
     assert {reason: count for reason, count in loaded.dropped.items() if count} == dropped
     assert {q.answer for q in loaded.questions} == {None}

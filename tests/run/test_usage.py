@@ -20,7 +20,7 @@ from prism.config import PricingConfig
 from prism.errors import ConfigError
 from prism.results.summary import format_usage
 from prism.run.pipeline import run
-from prism.run.usage import check_pricing, cost_usd
+from prism.run.usage import cost_usd
 
 pytest.importorskip("anthropic")
 KEY_ENV = "PRISM_TEST_USAGE_KEY"
@@ -42,8 +42,8 @@ def test_openai_usage_reports_cached_prompt_tokens_when_it_has_them() -> None:
 ])
 def test_prices_that_cannot_be_meant_are_refused(pricing: PricingConfig, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        check_pricing(pricing)
-    check_pricing(PricingConfig())  # none is fine: no cost_usd
+        pricing.check()
+    PricingConfig().check()  # none is fine: no cost_usd
 
 
 def test_the_summary_shows_tokens_and_cost_only_when_there_are_some() -> None:

@@ -1,0 +1,200 @@
+"""Every name PRISM writes to MLflow, spelled once, and :class:`LoggedRun`, the typed reading of a logged run.
+
+The run path writes tags, params and artifacts under these names (docs/reference/mlflow.md lists them);
+compare, publish and reproduce read a run back as a :class:`LoggedRun` instead of spelling a tag or a param
+key themselves. Metric names are built by :mod:`prism.results.metric_columns` and compare's headline.
+No module here imports ``mlflow``: a :class:`LoggedRun` is built from an ``mlflow.entities.Run`` a caller
+already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# ---- Tags ------------------------------------------------------------------------------------------------
+TAG_KIND = "prism.kind"
+TAG_MODEL_DIGEST = "prism.model_digest"
+TAG_QUESTION_SET = "prism.question_set_sha256"
+TAG_DATASET_VERSION = "prism.dataset_version"
+TAG_GIT_COMMIT = "prism.git_commit"
+TAG_GIT_DIRTY = "prism.git_dirty"
+TAG_VERSION = "prism.version"
+TAG_CONFIG_SHA256 = "prism.config_sha256"
+TAG_OUTPUT_DIR = "prism.output_dir"
+TAG_SWEEP = "prism.sweep"
+TAG_RESUMED_FROM = "prism.resumed_from"
+TAG_MODEL_DIGEST_CHANGED_FROM = "prism.model_digest_changed_from"
+TAG_UPLOADED_FROM = "prism.uploaded_from"
+TAG_REPRODUCES = "prism.reproduces"
+TAG_REPRODUCTION_IDENTICAL = "prism.reproduction.identical"
+TAG_COMPARED_RUNS = "prism.compared_runs"
+TAG_ALLOW_MISMATCH = "prism.allow_mismatch"
+TAG_MISMATCHES = "prism.mismatches"
+# The model identity's details (``prism.model.tag``, ``prism.model.path``, ...) and the frozen set's drop
+# counts (``prism.dropped.duplicate``, ...) are tag families: one tag per key.
+MODEL_DETAIL_PREFIX = "prism.model."
+DROPPED_PREFIX = "prism.dropped."
+
+# Values of ``prism.kind``.
+KIND_RUN = "run"
+KIND_COMPARISON = "comparison"
+KIND_REPRODUCTION = "reproduction"
+
+# MLflow's status of a run that ended well; killed runs stay RUNNING.
+FINISHED = "FINISHED"
+
+# ---- Params (besides the flattened resolved config, whose keys are the config's own paths) ---------------
+PARAM_CONDITION_NAMES = "conditions.names"
+PARAM_TEMPLATE_VERSION = "conditions.template_version"
+PARAM_PARSER_VERSION = "parser_version"
+PARAM_SCORER_VERSION = "scorer_version"
+PARAM_PROTOCOL_VERSION = "protocol_version"
+
+# ---- Artifacts -------------------------------------------------------------------------------------------
+# Folders of a run's output directory uploaded as artifacts, in upload order.
+RUN_ARTIFACT_DIRS = ("config", "questions", "prompts", "responses", "results")
+CONFIG_ARTIFACT = "config/resolved.yaml"
+QUESTIONS_ARTIFACT = "questions/frozen.jsonl"
+RESPONSES_ARTIFACT = "responses/responses.jsonl"
+SCORED_ARTIFACT = "results/scored.jsonl"
+QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"
+COMPARISON_ARTIFACT_DIR = "comparison"
+REPRODUCTION_ARTIFACT_DIR = "reproduction"
+
+
+def run_tags(*, kind: str, digest: str, question_set: str, dataset_version: str, git_commit: str, git_dirty: bool,
+             version: str, config_sha256: str, output_dir: str, model_details: Mapping[str, str],
+             dropped: Mapping[str, int]) -> dict[str, str]:
+    """The tags an experiment run starts with (docs/reference/mlflow.md)."""
+    return {
+        TAG_KIND: kind,
+        TAG_MODEL_DIGEST: digest,
+        TAG_QUESTION_SET: question_set,
+        TAG_DATASET_VERSION: dataset_version,
+        TAG_GIT_COMMIT: git_commit,
+        TAG_GIT_DIRTY: str(git_dirty).lower(),
+        TAG_VERSION: version,
+        TAG_CONFIG_SHA256: config_sha256,
+        TAG_OUTPUT_DIR: output_dir,
+        **{f"{MODEL_DETAIL_PREFIX}{k}": v for k, v in model_details.items()},
+        **{f"{DROPPED_PREFIX}{reason}": str(count) for reason, count in dropped.items()},
+    }
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One MLflow run as PRISM logged it: its id and status, its params and tags, read by name.
+
+    Attributes:
+        run_id: MLflow run id.
+        status: MLflow status (``FINISHED``, ``RUNNING``, ``FAILED``, ``KILLED``).
+        start_time: Start time in ms since the epoch (orders runs: the latest wins).
+        params: The run's params.
+        tags: The run's tags.
+        label: How tables name the run: ``model.name``, made unique with the run id when two compared
+            runs share a model name (set by ``prism.compare.select.label_runs``).
+    """
+
+    run_id: str
+    status: str
+    start_time: int
+    params: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""
+
+    @classmethod
+    def from_mlflow(cls, run: Any) -> LoggedRun:
+        """Read an ``mlflow.entities.Run``."""
+        return cls(run_id=str(run.info.run_id), status=str(run.info.status), start_time=int(run.info.start_time or 0),
+                   params=dict(run.data.params), tags=dict(run.data.tags))
+
+    def param(self, key: str, default: str = "") -> str:
+        """A param by its config path (``dataset.split``), or ``default`` when the run did not log it."""
+        return self.params.get(key, default)
+
+    def tag(self, key: str, default: str = "") -> str:
+        """A tag by one of this module's names, or ``default`` when the run does not carry it."""
+        return self.tags.get(key, default)
+
+    @property
+    def model(self) -> str:
+        """The run's ``model.name`` param."""
+        return self.params.get("model.name", "?")
+
+    @property
+    def kind(self) -> str:
+        """The ``prism.kind`` tag (``run``, ``comparison``, ...)."""
+        return self.tags.get(TAG_KIND, "")
+
+    @property
+    def question_set(self) -> str:
+        """The frozen question set's sha256 (tag ``prism.question_set_sha256``)."""
+        return self.tags.get(TAG_QUESTION_SET, "")
+
+    @property
+    def model_digest(self) -> str:
+        """The model identity's digest (tag ``prism.model_digest``)."""
+        return self.tags.get(TAG_MODEL_DIGEST, "")
+
+    @property
+    def dataset_version(self) -> str:
+        """The source data's version (tag ``prism.dataset_version``)."""
+        return self.tags.get(TAG_DATASET_VERSION, "")
+
+    @property
+    def version(self) -> str:
+        """The PRISM version that made the run (tag ``prism.version``)."""
+        return self.tags.get(TAG_VERSION, "")
+
+    @property
+    def git_commit(self) -> str:
+        """The PRISM commit that made the run (tag ``prism.git_commit``)."""
+        return self.tags.get(TAG_GIT_COMMIT, "")
+
+    @property
+    def git_dirty(self) -> bool:
+        """Whether that commit had uncommitted changes (tag ``prism.git_dirty``)."""
+        return self.tags.get(TAG_GIT_DIRTY) == "true"
+
+    @property
+    def sweep(self) -> str:
+        """The multirun sweep directory the run belongs to (tag ``prism.sweep``), or ``""``."""
+        return self.tags.get(TAG_SWEEP, "")
+
+    @property
+    def compared_runs(self) -> tuple[str, ...]:
+        """The run ids a comparison run compared (tag ``prism.compared_runs``)."""
+        return tuple(r for r in self.tags.get(TAG_COMPARED_RUNS, "").split(",") if r)
+
+    @property
+    def model_detail(self) -> Mapping[str, str]:
+        """The model identity's details (tags ``prism.model.<key>``), by key."""
+        return {k.removeprefix(MODEL_DETAIL_PREFIX): v for k, v in self.tags.items()
+                if k.startswith(MODEL_DETAIL_PREFIX)}
+
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """Condition names in the run's order (param ``conditions.names``)."""
+        return tuple(n for n in self.params.get(PARAM_CONDITION_NAMES, "").split(",") if n)
+
+    @property
+    def dataset(self) -> str:
+        """The ``dataset.name`` param, or ``""``."""
+        return self.params.get("dataset.name", "")
+
+    @property
+    def dataset_type(self) -> str:
+        """The ``dataset.type`` param (runs logged before survey items had none: ``objective``)."""
+        return self.params.get("dataset.type") or "objective"
+
+    @property
+    def condition_set(self) -> str:
+        """The condition set's name (param ``conditions.name``), or ``""``."""
+        return self.params.get("conditions.name", "")
+
+    @property
+    def baseline(self) -> str:
+        """The condition set's baseline (param ``conditions.baseline``), or ``""``."""
+        return self.params.get("conditions.baseline", "")
