@@ -28,7 +28,9 @@ from prism.config import ModelConfig
 #: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
 #: ``system_turn``: it sends a system turn as a system message (``prism.turns``); a backend whose model may
 #: still lose one (a chat template without a system role) also has ``check_system_turns(conditions)``.
-Capability = Literal["label_probs", "system_turn"]
+#: ``endpoints``: one run over many servers of one model (``model.endpoints``, :mod:`prism.backends.pool`);
+#: the factory is a :class:`~prism.backends.remote.RemoteBackend` with an ``address_field``.
+Capability = Literal["label_probs", "system_turn", "endpoints"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 
@@ -74,6 +76,10 @@ class BackendEntry:
         if "label_probs" in self.capabilities and not hasattr(self.factory, "check_label_probs"):
             raise BackendError(f"backend {self.name!r} declares label_probs but its factory has no "
                                "check_label_probs(label_sets) method to refuse what it cannot read.")
+        if "endpoints" in self.capabilities and (not getattr(self.factory, "address_field", "")
+                                                 or "endpoints" not in fields):
+            raise BackendError(f"backend {self.name!r} declares endpoints but its schema has no endpoints field or "
+                               "its factory no address_field naming the setting each endpoint's URL goes to.")
 
     def defaults(self) -> dict[str, Any]:
         """The schema's default of every field that has one."""
@@ -148,6 +154,13 @@ def create_backend(model: ModelConfig) -> Backend:
             f"{type(model).__name__}. Choose a model file of the {entry.name} backend (model=...), or write one "
             f"whose defaults name /schema/model/{entry.name}@_here_, instead of overriding model.backend."
         )
+    if getattr(model, "endpoints", None):
+        if "endpoints" not in entry.capabilities:
+            raise BackendError(f"model.endpoints is set, but the {entry.name!r} backend cannot spread a run over "
+                               "several servers; use model.backend=openai or ollama, or leave model.endpoints empty.")
+        from prism.backends.pool import EndpointPool  # only a run over several servers needs it
+
+        return EndpointPool.from_config(model, entry.factory)
     return entry.factory(model)
 
 
