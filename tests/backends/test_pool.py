@@ -218,6 +218,27 @@ def test_an_ollama_pool_shares_the_cells_and_scores_exactly_as_one_endpoint(work
     assert without(pool_rows, "endpoint", "timestamp", "latency_s", "cached") == \
         without(one_rows, "timestamp", "latency_s", "cached")
     assert pooled.metrics == single.metrics
+    # A dry run of the pool asks none of its servers (they are stopped) and counts what the store holds.
+    from prism.run.dry_run import plan_run
+
+    plan = plan_run(compose_config(overrides(workdir / "pool", data_dir, "model=llama3", endpoints(*servers),
+                                             "dry_run=true")))
+    assert (plan.cells, plan.held, plan.requests) == (30, 30, 0) and plan.identity.startswith("recorded")
+
+
+def test_label_probs_through_a_pool_are_checked_on_every_endpoint_and_read_from_each(
+        workdir: Path, data_dir: Path) -> None:
+    servers = [StandIn("ollama").start() for _ in range(2)]
+    try:
+        result = run(compose_config(overrides(workdir, data_dir, "model=llama3", "dataset.n=2", "model.concurrency=2",
+                                              "generation.label_probs=true", endpoints(*servers))),
+                     output_dir=workdir / "out")
+    finally:
+        for server in servers:
+            server.stop()
+    got = records(result.output_dir)
+    assert len(got) == 10 and all(r["label_probs_source"] == "top_k" and r["label_probs"] for r in got)
+    assert {r["endpoint"] for r in got} == {s.url for s in servers}
 
 
 def test_an_openai_pool_digest_leaves_the_urls_out_and_one_endpoint_keeps_its_own(workdir: Path,
