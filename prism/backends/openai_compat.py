@@ -17,15 +17,15 @@ canonical JSON of what is known::
     {"base_url", "model", "served_model", "system_fingerprint", "listing", "extra_body", "send_top_k"}
 
 ``listing`` is the model's entry in the model list without ``created`` and ``permission(s)`` (vLLM and
-llama.cpp's server put the time of the request there). ``extra_body`` and ``send_top_k`` are in it because
-they change what the server is asked beyond the canonical parameters, which are all the store key
-holds otherwise. An endpoint pool (``model.endpoints``, :mod:`prism.backends.pool`) leaves ``base_url`` out, so
-the same model behind other URLs has the same digest; every endpoint must then share the rest and answer one
-fixed greedy prompt alike (:meth:`OpenAIBackend.member_identity`). Only a ``system_fingerprint`` counts as pinning what answered: an id, a path or a
-listing can point at other weights tomorrow. When there is none (vLLM, SGLang, llama-cpp-python), the run
-logs a WARNING and is tagged ``prism.model.pinned=false``: it cannot be reproduced bit for bit. A reply
-whose ``model`` or ``system_fingerprint`` differs from the probe's is kept (hosted APIs rotate
-fingerprints) with a WARNING, and every record carries what its reply said under
+llama.cpp's server put the time of the request there). ``extra_body`` and ``send_top_k`` are in it because they
+change what the server is asked beyond the canonical parameters, which are all the store key holds otherwise. An
+endpoint pool (``model.endpoints``, :mod:`prism.backends.pool`) leaves ``base_url`` out, so the same model
+behind other URLs has the same digest; every endpoint must then share the rest and answer one fixed greedy
+prompt alike (:meth:`OpenAIBackend.member_identity`). Only a ``system_fingerprint`` counts as pinning what
+answered: an id, a path or a listing can point at other weights tomorrow. When there is none (vLLM, SGLang,
+llama-cpp-python), the run logs a WARNING and is tagged ``prism.model.pinned=false``: it cannot be reproduced
+bit for bit. A reply whose ``model`` or ``system_fingerprint`` differs from the probe's is kept (hosted APIs
+rotate fingerprints) with a WARNING, and every record carries what its reply said under
 ``backend_options.served``.
 
 Fields. ``temperature``, ``max_tokens`` and ``seed`` are always sent, ``top_p`` when set. ``top_k`` is not

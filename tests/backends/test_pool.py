@@ -273,6 +273,25 @@ def test_an_openai_pool_digest_leaves_the_urls_out_and_one_endpoint_keeps_its_ow
             server.stop()
 
 
+def test_the_terminal_lists_each_endpoint_with_what_it_answered_at_the_end(workdir: Path, data_dir: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    servers = [StandIn("ollama").start() for _ in range(2)]
+    try:
+        args = overrides(workdir, data_dir, "model=llama3", "dataset.n=2", endpoints(*servers))
+        done = subprocess.run([sys.executable, "-m", "prism", *args], cwd=workdir, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        for server in servers:
+            server.stop()
+    assert done.returncode == 0, done.stderr
+    tail = done.stdout[done.stdout.index("Endpoints (2):"):].splitlines()
+    answered = [int(line.split(": ")[1].split()[0]) for line in tail[1:3]]
+    assert [line.split(": ")[0].strip() for line in tail[1:3]] == [s.url for s in servers] and sum(answered) == 10
+
+
 @pytest.mark.parametrize("kind", ["openai", "ollama"])
 def test_an_endpoint_serving_another_model_stops_the_run_before_inference_naming_it(
         kind: str, workdir: Path, data_dir: Path) -> None:
