@@ -48,6 +48,10 @@ def main(cfg: DictConfig) -> None:
     print(format_summary(result.metrics, names))
     print(f"\nMLflow run {result.run_id} (experiment id {result.experiment_id}); "
           f"{result.n_cached} responses from the store, {result.n_fresh} new.")
+    if result.endpoints:
+        print(f"Endpoints ({len(result.endpoints)}):")
+        for count in result.endpoints:
+            print(f"  {count.line()}")
     run_path = f"#/experiments/{result.experiment_id}/runs/{result.run_id}"
     if result.tracking_uri.startswith(("http://", "https://")):
         # A tracking server serves its own UI; `mlflow ui` only opens a local store.

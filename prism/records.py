@@ -97,6 +97,9 @@ class RawRecord:
     provider_cached_tokens: int | None = optional()
     """Prompt tokens the provider served from its own prompt cache, when its usage says (OpenAI
     ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``); absent otherwise."""
+    endpoint: str | None = optional()
+    """Which server of an endpoint pool answered (``model.endpoints``, ``prism.backends.pool``); absent
+    outside a pool. Not part of the completion key: any endpoint of the pool serves the same cells."""
     label_probs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: displayed label -> first-token probability, renormalized over the labels."""
     label_mass: float | None = field(default=None, metadata={_OPTIONAL: True})

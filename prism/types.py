@@ -319,6 +319,7 @@ class Completion:
             or None when it does not say.
         provider_cached_tokens: Prompt tokens the provider served from its own prompt cache, when its usage
             reports them (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
+        endpoint: Which server of an endpoint pool answered (``model.endpoints``), or None outside a pool.
     """
 
     text: str | None
@@ -330,6 +331,7 @@ class Completion:
     label_reading: LabelReading | None = None
     finish_reason: str | None = None
     provider_cached_tokens: int | None = None
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
@@ -57,6 +57,10 @@ class OllamaModelConfig(RemoteModelConfig):
     host: str | None = None
     # Ollama's context length option; null leaves the model's own.
     num_ctx: int | None = None
+    # A pool of Ollama servers of one model (addresses as model.host takes them): every request goes to the
+    # one with the fewest in flight, each up to model.concurrency; every server must list the same digest.
+    # Set, model.host may be null or must be one of them (prism.backends.pool).
+    endpoints: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,7 @@ class OllamaBackend(RemoteBackend):
     parallel_hint = " (OLLAMA_NUM_PARALLEL)"
     fix_unreachable = ("Start the server with `ollama serve` (or the Ollama app), or point model.host / OLLAMA_HOST "
                        "at the machine and port it listens on.")
+    address_field = "host"
 
     def __init__(self, model: OllamaModelConfig) -> None:
         """Check the address and settings; nothing is sent until :meth:`identity`.
@@ -312,6 +317,24 @@ class OllamaBackend(RemoteBackend):
             if value:
                 details[key] = str(value)
         return ModelIdentity(self._name, "ollama", digest, details)
+
+    # -- as one endpoint of a pool ------------------------------------------------------------------------
+
+    @classmethod
+    def normalize_endpoint(cls, raw: str, source: str) -> str:
+        """One address of ``model.endpoints``, checked and written as ``model.host`` is."""
+        return normalize_host(raw, source)
+
+    def member_identity(self) -> tuple[ModelIdentity, dict[str, Any]]:
+        """The identity (its digest is the server's model digest, no address in it) and the facts shared.
+
+        Every endpoint must list the same tag with the same digest: the digest pins the weights.
+
+        Raises:
+            BackendError: If the server cannot be reached or has not pulled the model.
+        """
+        own = self.identity()
+        return own, {"digest": own.digest, "tag": own.details.get("tag")}
 
     def _not_pulled(self, models: list[dict[str, Any]]) -> BackendError:
         listed = [str(m.get("model") or m.get("name")) for m in models]
@@ -443,5 +466,5 @@ def _classify(exc: Exception) -> Transient | None:
 # The backend's one entry: model.backend="ollama" finds its schema, factory and capabilities here.
 OLLAMA = register_backend(BackendEntry(
     "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx",),
-    capabilities=frozenset({"label_probs", "system_turn"}),
+    capabilities=frozenset({"label_probs", "system_turn", "endpoints"}),
 ))

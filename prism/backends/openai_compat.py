@@ -17,13 +17,15 @@ canonical JSON of what is known::
     {"base_url", "model", "served_model", "system_fingerprint", "listing", "extra_body", "send_top_k"}
 
 ``listing`` is the model's entry in the model list without ``created`` and ``permission(s)`` (vLLM and
-llama.cpp's server put the time of the request there). ``extra_body`` and ``send_top_k`` are in it because
-they change what the server is asked beyond the canonical parameters, which are all the store key
-holds otherwise. Only a ``system_fingerprint`` counts as pinning what answered: an id, a path or a
-listing can point at other weights tomorrow. When there is none (vLLM, SGLang, llama-cpp-python), the run
-logs a WARNING and is tagged ``prism.model.pinned=false``: it cannot be reproduced bit for bit. A reply
-whose ``model`` or ``system_fingerprint`` differs from the probe's is kept (hosted APIs rotate
-fingerprints) with a WARNING, and every record carries what its reply said under
+llama.cpp's server put the time of the request there). ``extra_body`` and ``send_top_k`` are in it because they
+change what the server is asked beyond the canonical parameters, which are all the store key holds otherwise. An
+endpoint pool (``model.endpoints``, :mod:`prism.backends.pool`) leaves ``base_url`` out, so the same model
+behind other URLs has the same digest; every endpoint must then share the rest and answer one fixed greedy
+prompt alike (:meth:`OpenAIBackend.member_identity`). Only a ``system_fingerprint`` counts as pinning what
+answered: an id, a path or a listing can point at other weights tomorrow. When there is none (vLLM, SGLang,
+llama-cpp-python), the run logs a WARNING and is tagged ``prism.model.pinned=false``: it cannot be reproduced
+bit for bit. A reply whose ``model`` or ``system_fingerprint`` differs from the probe's is kept (hosted APIs
+rotate fingerprints) with a WARNING, and every record carries what its reply said under
 ``backend_options.served``.
 
 Fields. ``temperature``, ``max_tokens`` and ``seed`` are always sent, ``top_p`` when set. ``top_k`` is not
@@ -59,12 +61,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prism.backends.base import BackendError, Request
 from prism.backends.openai_wire import (
     NO_KEY,
+    POOL_PROBE_BODY,
     PROBE_BODY,
     build_request,
     check_base_url,
     check_extra_body,
     first_top_logprobs,
     identity_digest,
+    identity_facts,
     listing_entry,
     not_sent,
     read_api_key,
@@ -119,6 +123,10 @@ class OpenAIModelConfig(RemoteModelConfig):
     # an OpenAI field: vLLM, SGLang and llama.cpp's servers accept it, OpenAI rejects it.
     extra_body: dict[str, Any] = field(default_factory=dict)
     send_top_k: bool = False
+    # A pool of servers of one model, each an API root like base_url: every request goes to the one with the
+    # fewest in flight (each up to model.concurrency). Set, base_url may be empty or must be one of them, and
+    # the model digest leaves the URLs out (prism.backends.pool).
+    endpoints: list[str] = field(default_factory=list)
 
 
 class OpenAIBackend(RemoteBackend):
@@ -137,6 +145,7 @@ class OpenAIBackend(RemoteBackend):
                 "model.retry_budget_s to wait out a hosted API's rate limit.")
     fix_unreachable = ("Start the server (e.g. `python -m llama_cpp.server --model FILE.gguf --model_alias NAME` or "
                        "`vllm serve MODEL`), or point model.base_url at the address it listens on.")
+    address_field = "base_url"
 
     def __init__(self, model: OpenAIModelConfig) -> None:
         """Check the settings and read the key; nothing is sent until :meth:`identity`.
@@ -156,6 +165,7 @@ class OpenAIBackend(RemoteBackend):
         self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
                                      timeout=self._settings.request_timeout_s)
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
+        self._listing: dict[str, Any] = {}  # the model's entry in /models, set by identity()
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -193,6 +203,7 @@ class OpenAIBackend(RemoteBackend):
             raise BackendError(f"{self._url}/chat/completions answered a one-token probe with a body that is not "
                                f"JSON ({excerpt(self._redact(str(probe)))}); check model.base_url.")
         self._pinned = served(reply)
+        self._listing = dict(listing)
         fingerprint = self._pinned["system_fingerprint"]
         digest = identity_digest(self._url, self._name, self._pinned["model"], fingerprint, listing,
                                  self._extra_body, self._send_top_k)
@@ -206,6 +217,45 @@ class OpenAIBackend(RemoteBackend):
                 "(tag prism.model.pinned=false), but the same id may serve other weights tomorrow: this run cannot "
                 "be reproduced bit for bit from its record alone.", self._url, self._name, canonical_json(listing))
         return ModelIdentity(self._name, "openai", digest, details)
+
+    # -- as one endpoint of a pool ------------------------------------------------------------------------
+
+    @classmethod
+    def normalize_endpoint(cls, raw: str, source: str) -> str:
+        """One API root of ``model.endpoints``, checked as ``model.base_url`` is."""
+        return check_base_url(raw, source)
+
+    def member_identity(self) -> tuple[ModelIdentity, dict[str, Any]]:
+        """The identity without ``base_url`` in its digest, and what every endpoint must share.
+
+        Shared: every fact of the digest but the address (served id, fingerprint, model-list entry, extra
+        body, send_top_k) and the answer to one fixed greedy prompt (:data:`POOL_PROBE_BODY`), which tells
+        other weights behind the same id apart.
+
+        Raises:
+            BackendError: If the server cannot be reached, does not serve the model, or refuses the probe.
+        """
+        import openai
+
+        own = self.identity()
+        try:
+            reply = self._retrying(lambda: self._send({"model": self._name, **POOL_PROBE_BODY}), "/chat/completions",
+                                   NOTHING_ASKED)
+        except openai.APIStatusError as exc:
+            raise self._status_before_start(exc, "/chat/completions") from None
+        except (ValueError, TypeError) as exc:
+            raise BackendError(f"{self._url}/chat/completions answered the pool's probe with something that is not "
+                               f"a chat completion ({excerpt(self._redact(str(exc)))}).") from None
+        data = as_dict(reply) or {}
+        choices = data.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
+        message = first.get("message")
+        answer = message.get("content") if isinstance(message, Mapping) else None
+        facts = identity_facts(None, self._name, self._pinned["model"], self._pinned["system_fingerprint"],
+                               self._listing, self._extra_body, self._send_top_k)
+        digest = identity_digest(None, self._name, self._pinned["model"], self._pinned["system_fingerprint"],
+                                 self._listing, self._extra_body, self._send_top_k)
+        return ModelIdentity(own.name, own.backend, digest, dict(own.details)), {**facts, "probe_answer": answer}
 
     def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
         """The server must return log-probabilities, and every label must be one character (``top_k`` source).
@@ -348,5 +398,5 @@ class OpenAIBackend(RemoteBackend):
 
 # The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
 OPENAI = register_backend(BackendEntry(
-    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs", "system_turn"}),
+    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs", "system_turn", "endpoints"}),
 ))

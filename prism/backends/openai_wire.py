@@ -31,6 +31,12 @@ VOLATILE_LISTING_FIELDS = frozenset({"created", "permission", "permissions"})
 #: The probe before the first cell: one token, greedy, so it costs next to nothing.
 PROBE_BODY: dict[str, Any] = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
                               "temperature": 0.0}
+#: What every endpoint of a pool is asked before inference: one fixed greedy prompt whose answer must be the
+#: same everywhere (the same id could name other weights on one server; the same weights answer alike).
+POOL_PROBE_BODY: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "Continue the list with the next four words: one, two, three,"}],
+    "max_tokens": 12, "temperature": 0.0, "seed": 0,
+}
 _URL_FORMS = "http://HOST:PORT/v1 or https://HOST/v1 (e.g. http://127.0.0.1:8000/v1)"
 # OpenAI masks a rejected key as `sk-abc***...xyz` in its 401 message; such fragments are redacted too.
 _MASKED_KEY = re.compile(r"\S*\*{3,}\S*")
@@ -38,8 +44,8 @@ _CREDENTIALS = re.compile(r"//[^/]*@")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_base_url(raw: str | None) -> str:
-    """Check ``model.base_url`` and return it without a trailing slash.
+def check_base_url(raw: str | None, source: str = "model.base_url") -> str:
+    """Check ``model.base_url`` (or one URL of ``model.endpoints``, named by ``source``) without a trailing slash.
 
     Raises:
         BackendError: If it is empty, not http(s), has no host, a bad port, credentials, a query or a fragment.
@@ -48,7 +54,7 @@ def check_base_url(raw: str | None) -> str:
     shown = _CREDENTIALS.sub("//[credentials]@", str(raw)) if raw is not None else raw
 
     def bad(why: str) -> BackendError:
-        return BackendError(f"model.base_url={shown!r} is not an OpenAI-compatible API address: {why}. "
+        return BackendError(f"{source}={shown!r} is not an OpenAI-compatible API address: {why}. "
                             f"Use {_URL_FORMS} (the part before /chat/completions).")
 
     if raw is None or not str(raw).strip():
@@ -231,11 +237,20 @@ def listing_entry(models: Iterable[Mapping[str, Any]], model_id: str) -> dict[st
     return None
 
 
-def identity_digest(base_url: str, model: str, served_model: str | None, fingerprint: str | None,
-                    listing: Mapping[str, Any], extra_body: Mapping[str, Any], send_top_k: bool) -> str:
-    """The sha256 of the canonical JSON of everything known about what answers (module docstring)."""
+def identity_facts(base_url: str | None, model: str, served_model: str | None, fingerprint: str | None,
+                   listing: Mapping[str, Any], extra_body: Mapping[str, Any], send_top_k: bool) -> dict[str, Any]:
+    """Everything known about what answers (module docstring); ``base_url`` None leaves the address out."""
     known = {"base_url": base_url, "model": model, "served_model": served_model, "system_fingerprint": fingerprint,
              "listing": dict(listing), "extra_body": dict(extra_body), "send_top_k": bool(send_top_k)}
+    if base_url is None:  # an endpoint pool's: the same model behind other URLs is the same model
+        del known["base_url"]
+    return known
+
+
+def identity_digest(base_url: str | None, model: str, served_model: str | None, fingerprint: str | None,
+                    listing: Mapping[str, Any], extra_body: Mapping[str, Any], send_top_k: bool) -> str:
+    """The sha256 of the canonical JSON of :func:`identity_facts` (without ``base_url`` when it is None)."""
+    known = identity_facts(base_url, model, served_model, fingerprint, listing, extra_body, send_top_k)
     return hashlib.sha256(canonical_json(known).encode("utf-8")).hexdigest()
 
 

@@ -30,7 +30,9 @@ from prism.config import ModelConfig
 #: still lose one (a chat template without a system role) also has ``check_system_turns(conditions)``.
 #: ``count_tokens``: it counts a prompt's tokens with the model's own tokenizer, without a request
 #: (``count_tokens(text)``; a dry run estimates by characters otherwise).
-Capability = Literal["label_probs", "system_turn", "count_tokens"]
+#: ``endpoints``: one run over many servers of one model (``model.endpoints``, :mod:`prism.backends.pool`);
+#: the factory is a :class:`~prism.backends.remote.RemoteBackend` with an ``address_field``.
+Capability = Literal["label_probs", "system_turn", "endpoints", "count_tokens"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 
@@ -87,6 +89,10 @@ class BackendEntry:
         if "count_tokens" in self.capabilities and not hasattr(self.factory, "count_tokens"):
             raise BackendError(f"backend {self.name!r} declares count_tokens but its factory has no "
                                "count_tokens(text) method.")
+        if "endpoints" in self.capabilities and (not getattr(self.factory, "address_field", "")
+                                                 or "endpoints" not in fields):
+            raise BackendError(f"backend {self.name!r} declares endpoints but its schema has no endpoints field or "
+                               "its factory no address_field naming the setting each endpoint's URL goes to.")
 
     def defaults(self) -> dict[str, Any]:
         """The schema's default of every field that has one."""
@@ -161,6 +167,13 @@ def create_backend(model: ModelConfig) -> Backend:
             f"{type(model).__name__}. Choose a model file of the {entry.name} backend (model=...), or write one "
             f"whose defaults name /schema/model/{entry.name}@_here_, instead of overriding model.backend."
         )
+    if getattr(model, "endpoints", None):
+        if "endpoints" not in entry.capabilities:
+            raise BackendError(f"model.endpoints is set, but the {entry.name!r} backend cannot spread a run over "
+                               "several servers; use model.backend=openai or ollama, or leave model.endpoints empty.")
+        from prism.backends.pool import EndpointPool  # only a run over several servers needs it
+
+        return EndpointPool.from_config(model, entry.factory)
     return entry.factory(model)
 
 

@@ -209,6 +209,9 @@ class RemoteBackend(ABC):
     fix_busy: ClassVar[str]
     parallel_hint: ClassVar[str] = ""
     fix_unreachable: ClassVar[str]
+    #: The setting that holds the server's one address (``base_url``, ``host``): each endpoint of a pool
+    #: (``model.endpoints``, :mod:`prism.backends.pool`) is a backend with this set to its URL.
+    address_field: ClassVar[str] = ""
 
     def __init__(self, model: RemoteModelConfig) -> None:
         """Read ``model.name`` and the transport settings; nothing is sent until :meth:`identity`.
@@ -225,6 +228,7 @@ class RemoteBackend(ABC):
         self._identity: ModelIdentity | None = None
         self._lock = threading.Lock()
         self._warned: set[str] = set()
+        self._abandoned = threading.Event()
 
     # -- what every server shares -------------------------------------------------------------------------
 
@@ -274,6 +278,8 @@ class RemoteBackend(ABC):
         try:
             reply = self._retrying(attempt, self.chat_endpoint, RESUMABLE)
         except Exception as exc:
+            if self._abandoned.is_set():  # taken out of its pool: the pool asks this cell elsewhere
+                raise
             error = self._failed_request(exc)
             if error is None:
                 raise
@@ -292,8 +298,48 @@ class RemoteBackend(ABC):
             endpoint: The API path, for log lines and the error.
             kept: What the error says about collected work and how to go on (a sentence).
         """
-        return retry_or_fail(call, self._classify, self._settings, label=f"{self._where()}{endpoint}",
-                             who=self._who(), endpoint=endpoint, fix_for=self._fix_for, kept=kept)
+        return retry_or_fail(call, self._classify_unless_abandoned, self._settings,
+                             label=f"{self._where()}{endpoint}", who=self._who(), endpoint=endpoint,
+                             fix_for=self._fix_for, kept=kept)
+
+    def _classify_unless_abandoned(self, exc: Exception) -> Transient | None:
+        """:meth:`_classify`, except that nothing is retried once :meth:`abandon` was called."""
+        return None if self._abandoned.is_set() else self._classify(exc)
+
+    # -- as one endpoint of a pool (prism.backends.pool) ----------------------------------------------------
+
+    @classmethod
+    def normalize_endpoint(cls, raw: str, source: str) -> str:
+        """One URL of ``model.endpoints`` checked and written as this backend writes its address.
+
+        Args:
+            raw: The URL as configured.
+            source: How an error names it (``model.endpoints[1]``).
+
+        Raises:
+            BackendError: If it is not an address this backend accepts, or the backend serves no pools.
+        """
+        raise BackendError(f"the {cls.backend} backend cannot serve a pool of endpoints ({source}={raw!r}).")
+
+    def member_identity(self) -> tuple[ModelIdentity, dict[str, Any]]:
+        """This server's identity as one endpoint of a pool, and what every endpoint of the pool must share.
+
+        Returns:
+            The identity with a digest that leaves the server's address out (so the same model behind other
+            URLs serves the same store cells), and the facts compared across endpoints, by name.
+
+        Raises:
+            BackendError: If the server cannot be reached or does not serve the model (as :meth:`identity`).
+        """
+        raise BackendError(f"the {self.backend} backend cannot serve a pool of endpoints.")
+
+    def abandon(self) -> None:
+        """Stop retrying: the pool took this endpoint out.
+
+        Its requests in flight fail at their next error and are asked on another endpoint instead of waiting
+        out the retry budget here.
+        """
+        self._abandoned.set()
 
     def _warn_once(self, kind: str, message: str, *args: Any) -> None:
         """Log a WARNING the first time ``kind`` happens in this run (many threads may meet it at once)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism.backends.base import Backend
+from prism.backends.pool import EndpointPool
 from prism.backends.registry import create_backend, keyed_settings, token_counter
 from prism.backends.remote import RemoteBackend
 from prism.conditions import check_option_counts, condition_set_from_config, render_all
@@ -118,7 +119,7 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
 
 def _identity(backend: Backend, cfg: PrismConfig, store: CompletionStore | None) -> tuple[ModelIdentity | None, str]:
     """The identity for store keys without a request: local, or the one last recorded for this server."""
-    if not isinstance(backend, RemoteBackend):
+    if not isinstance(backend, RemoteBackend | EndpointPool):  # a pool's servers are not asked either
         return backend.identity(), "local"
     recorded = store.last_identity(backend.address(), cfg.model.backend, cfg.model.name) if store else None
     if recorded is None:

@@ -8,6 +8,7 @@ the identity it read under (backend, model name, address); a dry run, which asks
 from __future__ import annotations
 
 from prism.backends.base import Backend
+from prism.backends.pool import EndpointPool
 from prism.backends.remote import RemoteBackend
 from prism.run.inference import utc_now
 from prism.run.store import CompletionStore
@@ -16,7 +17,7 @@ from prism.types import ModelIdentity
 
 def address(backend: Backend) -> str:
     """Where a backend's server is (its configured address), or ``""`` for one without a server."""
-    return backend.address() if isinstance(backend, RemoteBackend) else ""
+    return backend.address() if isinstance(backend, RemoteBackend | EndpointPool) else ""
 
 
 def record_identity(store: CompletionStore, backend: Backend, identity: ModelIdentity) -> None:

@@ -30,7 +30,7 @@ COMPLETION_FIELDS = (
 )
 # Completion fields kept only when the backend gave them, so records and stored completions of backends
 # that do not report them are exactly as before the field existed.
-OPTIONAL_FIELDS = ("provider_cached_tokens",)
+OPTIONAL_FIELDS = ("provider_cached_tokens", "endpoint")
 
 
 def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +108,7 @@ def raw_record(
         completion_tokens=completion.get("completion_tokens"),
         finish_reason=completion.get("finish_reason"),
         provider_cached_tokens=completion.get("provider_cached_tokens"),
+        endpoint=completion.get("endpoint"),
         timestamp=completion.get("timestamp") or utc_now(),
         template_version=prompt.template_version,
         protocol_version=PROTOCOL_VERSION,
@@ -131,6 +132,8 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
     }
     if completion.provider_cached_tokens is not None:
         fields["provider_cached_tokens"] = completion.provider_cached_tokens
+    if completion.endpoint is not None:
+        fields["endpoint"] = completion.endpoint
     if completion.label_reading is not None and completion.error is None:
         fields.update(completion.label_reading.record_fields())
     return fields

@@ -20,6 +20,7 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request
+from prism.backends.pool import EndpointCount, EndpointPool
 from prism.backends.registry import create_backend, keyed_settings, require_label_probs, require_system_turns
 from prism.conditions import (
     ConditionSet,
@@ -85,6 +86,8 @@ class RunResult:
     output_dir: Path
     n_cached: int
     n_fresh: int
+    endpoints: tuple[EndpointCount, ...] = ()
+    """With ``model.endpoints``: what each endpoint of the pool answered (printed at the end of a run)."""
 
 
 def build_requests(frozen: FrozenSet, condition_set: ConditionSet,
@@ -114,6 +117,7 @@ def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
     params = {
         k: v for k, v in flatten(as_plain(cfg)).items()
         if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
+        and not (k == "model.endpoints" and not v)  # unset: a one-endpoint run's params are what they were
     }
     params.update(
         {
@@ -217,8 +221,9 @@ def run(
             f"responses, results and a manifest of every tracking call are in {out}. When the tracking store "
             f"is back, upload them with: python -m prism.upload {out}"
         )
+    pool = tuple(plan.backend.counts()) if isinstance(plan.backend, EndpointPool) else ()
     return RunResult(run_id, plan.tracker.uri, plan.tracker.experiment_id, metrics, out,
-                     n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh)
+                     n_cached=len(plan.cells) - n_fresh, n_fresh=n_fresh, endpoints=pool)
 
 
 @dataclass(frozen=True)
@@ -337,15 +342,25 @@ def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
             if guard is not None:
                 cells = guard.cells(cells)
             answered = 0
-            for record in ask_each(plan.backend, identity, cells, response_log, store, run_id):
-                offsets.note(grid.index(record.cell), response_log.last_offset)
-                answered += 1
-                if guard is not None:
-                    guard.spend(record)
-                bar.update()
+            try:
+                for record in ask_each(plan.backend, identity, cells, response_log, store, run_id):
+                    offsets.note(grid.index(record.cell), response_log.last_offset)
+                    answered += 1
+                    if guard is not None:
+                        guard.spend(record)
+                    bar.update()
+            finally:
+                _log_endpoints(plan.backend)
     if guard is not None and guard.stopped:
         raise guard.reached(len(missing) - answered)
     return offsets, len(missing)
+
+
+def _log_endpoints(backend: Backend) -> None:
+    """With an endpoint pool, one line per endpoint: what it answered and, if it left the pool, why."""
+    if isinstance(backend, EndpointPool):
+        for count in backend.counts():
+            log.info("endpoint %s", count.line())
 
 
 @contextmanager
