@@ -121,6 +121,22 @@ class OpenAIModelConfig(RemoteModelConfig):
     send_top_k: bool = False
 
 
+#: Where OpenAI-compatible servers give a model's context in its model list entry: vLLM and SGLang
+#: ``max_model_len``, LM Studio and OpenRouter ``context_length``, llama.cpp's own server ``meta.n_ctx_train``.
+CONTEXT_FIELDS = ("max_model_len", "context_length", "context_window", "n_ctx")
+
+
+def listed_context(listing: Mapping[str, Any]) -> int | None:
+    """The context a model list entry gives (:data:`CONTEXT_FIELDS`, or llama.cpp's ``meta.n_ctx_train``), else None."""
+    meta = listing.get("meta")
+    found = [listing.get(name) for name in CONTEXT_FIELDS]
+    found.append(meta.get("n_ctx_train") if isinstance(meta, Mapping) else None)
+    for value in found:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 class OpenAIBackend(RemoteBackend):
     """A model behind an OpenAI-compatible API, asked through one shared ``openai.OpenAI`` client.
 
@@ -156,6 +172,7 @@ class OpenAIBackend(RemoteBackend):
         self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
                                      timeout=self._settings.request_timeout_s)
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
+        self._context: int | None = None  # the context the model list gives, set by identity()
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -193,6 +210,7 @@ class OpenAIBackend(RemoteBackend):
             raise BackendError(f"{self._url}/chat/completions answered a one-token probe with a body that is not "
                                f"JSON ({excerpt(self._redact(str(probe)))}); check model.base_url.")
         self._pinned = served(reply)
+        self._context = listed_context(listing)
         fingerprint = self._pinned["system_fingerprint"]
         digest = identity_digest(self._url, self._name, self._pinned["model"], fingerprint, listing,
                                  self._extra_body, self._send_top_k)
@@ -206,6 +224,10 @@ class OpenAIBackend(RemoteBackend):
                 "(tag prism.model.pinned=false), but the same id may serve other weights tomorrow: this run cannot "
                 "be reproduced bit for bit from its record alone.", self._url, self._name, canonical_json(listing))
         return ModelIdentity(self._name, "openai", digest, details)
+
+    def context_window(self) -> int | None:
+        """The served model's context in tokens when its model list says it (after :meth:`identity`), else None."""
+        return self._context
 
     def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
         """The server must return log-probabilities, and every label must be one character (``top_k`` source).
