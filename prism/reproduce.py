@@ -192,6 +192,16 @@ def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
     finally:
         backend.close()
     frozen = freeze_dataset(cfg.dataset)
+    from prism.run.fewshot import DEMONSTRATIONS_TAG
+
+    checks = []
+    if DEMONSTRATIONS_TAG in tags:  # a few-shot run: its frozen draw of demonstrations must be the same too
+        from prism.conditions import condition_set_from_config
+        from prism.run.fewshot import with_demonstrations
+
+        condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+        _, draw = with_demonstrations(cfg.dataset, frozen, condition_set)
+        checks.append(Check(DEMONSTRATIONS_TAG, tags[DEMONSTRATIONS_TAG], draw.sha256 if draw is not None else ""))
     return [
         Check("prism.version", tags.get("prism.version", ""), __version__),
         Check("prism.git_commit", tags.get("prism.git_commit", "") + ("-dirty" if tags.get("prism.git_dirty") == "true"
@@ -199,6 +209,7 @@ def preflight(cfg: PrismConfig, tags: Mapping[str, str]) -> list[Check]:
         Check("prism.model_digest", tags.get("prism.model_digest", ""), digest),
         Check("prism.question_set_sha256", tags.get("prism.question_set_sha256", ""), frozen.sha256),
         Check("prism.dataset_version", tags.get("prism.dataset_version", ""), frozen.dataset_version),
+        *checks,
     ]
 
 
