@@ -1,5 +1,4 @@
-"""A condition set's few-shot demonstrations: how many each question's draw needs, which each prompt shows, and
-how their answers are balanced.
+"""A condition set's few-shot demonstrations: how many each draw needs, which each prompt shows, their balance.
 
 The demonstrations themselves are frozen with the question set (:mod:`prism.questions.demonstrations`) and
 chosen by the ``shots`` steps (:mod:`prism.conditions.perturbations.shots`); this module reads a set's steps for

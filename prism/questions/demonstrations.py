@@ -94,7 +94,8 @@ def pool_specs(spec: DatasetSpec, demo: DemonstrationsConfig) -> list[DatasetSpe
 
 
 def _field_map(fields: Any) -> FieldMap:
-    raw = dataclasses.asdict(fields) if dataclasses.is_dataclass(fields) and not isinstance(fields, type) else dict(fields)
+    is_schema = dataclasses.is_dataclass(fields) and not isinstance(fields, type)
+    raw = dataclasses.asdict(fields) if is_schema else dict(fields)
     options = raw.get("options")
     columns: str | tuple[str, ...] = (str(options or "") if options is None or isinstance(options, str)
                                       else tuple(str(c) for c in options))

@@ -28,8 +28,8 @@ from prism.backends.remote import RemoteBackend
 from prism.conditions import check_option_counts, condition_set_from_config, render_all
 from prism.config import PrismConfig
 from prism.questions import freeze_dataset
-from prism.run.fewshot import with_demonstrations
 from prism.run.cells import CellGrid
+from prism.run.fewshot import with_demonstrations
 from prism.run.generation import check_generation, repetition_params
 from prism.run.store import CompletionStore
 from prism.run.usage import check_pricing, cost_usd, priced

@@ -32,10 +32,10 @@ from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.questions.demonstrations import DemonstrationDraw
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.budget import BudgetGuard, limited, refuse_over_budget
-from prism.questions.demonstrations import DemonstrationDraw
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
 from prism.run.context import check_context
 from prism.run.fewshot import DEMONSTRATIONS_TAG, with_demonstrations, write_demonstrations

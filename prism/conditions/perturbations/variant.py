@@ -229,8 +229,7 @@ def user_turns(variant: Variant) -> tuple[tuple[Turn, ...], str]:
 
 
 def render_text(variant: Variant) -> str:
-    """The last user turn's text: the instruction paragraph (if any, and if it sits there), the demonstrations
-    when they sit inline, then the filled layout."""
+    """The last user turn's text: the instruction (if it sits there), inline demonstrations, the filled layout."""
     return user_turns(variant)[1]
 
 
