@@ -186,6 +186,26 @@ class DatasetFields:
 
 
 @dataclass
+class DemonstrationsConfig:
+    """The pool few-shot demonstrations are drawn from (``conditions=fewshot``, ``prism.questions.demonstrations``).
+
+    The pool is other splits of the dataset's own source (``data_dir/<name>/<split>.jsonl``, or the Hub), or one
+    local file (``path``), read with the dataset's field mapping unless ``fields`` gives another; the built-in
+    datasets' YAMLs set it, so a few-shot set needs no override.
+    """
+
+    # Splits of the dataset's source, in order of preference: each question's draw takes a seeded order of the
+    # first split's items, then the next's (MMLU: [dev, validation]). Empty: no pool (a few-shot set is refused).
+    splits: list[str] = field(default_factory=list)
+    # One local file (JSONL, CSV or Parquet) instead of the splits; null: the splits.
+    path: str | None = None
+    # The pool's own field mapping; null: the dataset's (dataset.fields).
+    fields: DatasetFields | None = None
+    # Draw each question's demonstrations from its own group only (MMLU: the same subject).
+    same_group: bool = False
+
+
+@dataclass
 class DatasetConfig:
     """Which questions are frozen: the sample is fixed by (name, split, n, sample_seed) and the mapping.
 
@@ -224,6 +244,8 @@ class DatasetConfig:
     ordinal: bool = False
     # Item ids to leave out and count (dropped.excluded).
     exclude: list[str] = field(default_factory=list)
+    # Where few-shot demonstrations come from (conditions=fewshot).
+    demonstrations: DemonstrationsConfig = field(default_factory=DemonstrationsConfig)
 
     def option_counts(self) -> tuple[int, ...] | None:
         """``options`` as the sorted option counts to keep, or None for any count from 2 to 10.
@@ -421,6 +443,8 @@ class ConditionsConfig:
     added_options: dict[str, str] = field(default_factory=dict)
     # System prompts a `system` step puts in a system turn (prism.conditions.perturbations.turns), by name.
     system_prompts: dict[str, str] = field(default_factory=dict)
+    # Draw name -> where in each question's frozen draw of demonstrations a `shots` step with `to: <name>` starts.
+    draws: dict[str, int] = field(default_factory=dict)
     # Each family is an axis (prism.conditions.axes): nominal, ordinal or numeric, declared with the family.
     families: dict[str, FamilySpec] = field(default_factory=dict)
     # Cross these axes into a grid of every combination of their values (prism.conditions.grid); empty: a sweep.

@@ -30,6 +30,7 @@ from prism.run.names import (
     REPRODUCTION_ARTIFACT_DIR,
     RESPONSES_ARTIFACT,
     TAG_DATASET_VERSION,
+    TAG_DEMONSTRATIONS,
     TAG_GIT_COMMIT,
     TAG_KIND,
     TAG_MODEL_DIGEST,
@@ -194,6 +195,15 @@ def preflight(cfg: PrismConfig, logged: LoggedRun) -> list[Check]:
     finally:
         backend.close()
     frozen = freeze_dataset(cfg.dataset)
+    checks = []
+    if TAG_DEMONSTRATIONS in logged.tags:  # a few-shot run: its frozen draw of demonstrations must be the same too
+        from prism.conditions import condition_set_from_config
+        from prism.run.fewshot import with_demonstrations
+
+        condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+        _, draw = with_demonstrations(cfg.dataset, frozen, condition_set)
+        checks.append(Check(TAG_DEMONSTRATIONS, logged.tags[TAG_DEMONSTRATIONS],
+                            draw.sha256 if draw is not None else ""))
     return [
         Check(TAG_VERSION, logged.version, __version__),
         Check(TAG_GIT_COMMIT, logged.git_commit + ("-dirty" if logged.git_dirty else ""),
@@ -201,6 +211,7 @@ def preflight(cfg: PrismConfig, logged: LoggedRun) -> list[Check]:
         Check(TAG_MODEL_DIGEST, logged.model_digest, digest),
         Check(TAG_QUESTION_SET, logged.question_set, frozen.sha256),
         Check(TAG_DATASET_VERSION, logged.dataset_version, frozen.dataset_version),
+        *checks,
     ]
 
 

@@ -61,6 +61,10 @@ class Question:
         dataset: Dataset name, e.g. ``arc_challenge``.
         split: Split the question was drawn from.
         group: The dataset's own grouping (MMLU's subject, MMLU-Pro's category), or None when it has none.
+        demonstrations: The question's frozen draw of few-shot demonstrations, in draw order
+            (:mod:`prism.questions.demonstrations`), or ``()``. A rendering context, not part of the question:
+            it is frozen in a file of its own beside the question set, never written by :meth:`to_dict`, and
+            left out of equality, so the frozen bytes and hashes of a question set are the same with or without it.
     """
 
     question_id: str
@@ -71,6 +75,7 @@ class Question:
     dataset: str
     split: str
     group: str | None = None
+    demonstrations: tuple[Question, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the canonical JSON-ready form (tuples become lists).
@@ -79,6 +84,7 @@ class Question:
         without groups are the same as before groups existed.
         """
         record = asdict(self)
+        del record["demonstrations"]
         record["options"] = list(self.options)
         record["labels"] = list(self.labels)
         if self.group is None:

@@ -21,7 +21,7 @@ from prism.backends.base import BackendError, Request
 from prism.backends.registry import BackendEntry, register_backend
 from prism.config import ModelConfig
 from prism.label_probs import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
-from prism.types import Completion, LabelReading, ModelIdentity
+from prism.types import Completion, LabelReading, ModelIdentity, Prompt
 
 GGUF_MAGIC = b"GGUF"
 log = logging.getLogger(__name__)
@@ -233,6 +233,7 @@ class LlamaCppBackend:
         self._path = resolve_model_path(model)
         self._digest = file_sha256(self._path)
         self._llm: Any = None
+        self._vocab_llm: Any = None  # the tokenizer alone, for the context check before the weights load
         self._token_texts: list[str] | None = None
         self._label_ids: dict[str, list[int]] = {}
 
@@ -251,6 +252,27 @@ class LlamaCppBackend:
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the model's own tokenizer (the chat template's tokens not included)."""
         return len(self._model().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def context_window(self) -> int:
+        """The context the model is loaded with (``model.n_ctx``), prompt and reply together."""
+        return int(self._cfg.n_ctx)
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        """Tokens of the whole conversation as the chat template renders it: what the model is asked to read.
+
+        Read with the vocabulary only when the weights are not loaded yet, so the check costs no weights.
+        """
+        llm = self._llm or self._tokenizer_model()
+        text = rendered_prompt(llm, prompt.messages())
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _tokenizer_model(self) -> Any:
+        if self._vocab_llm is None:
+            from llama_cpp import Llama
+
+            self._vocab_llm = Llama(model_path=str(self._path), vocab_only=True, chat_format=self._cfg.chat_format,
+                                    verbose=False)
+        return self._vocab_llm
 
     def _model(self) -> Any:
         if self._llm is None:
@@ -380,6 +402,9 @@ class LlamaCppBackend:
         if self._llm is not None:
             self._llm.close() if hasattr(self._llm, "close") else None
             self._llm = None
+        if self._vocab_llm is not None:
+            self._vocab_llm.close() if hasattr(self._vocab_llm, "close") else None
+            self._vocab_llm = None
 
 
 # The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.

@@ -129,6 +129,22 @@ class OpenAIModelConfig(RemoteModelConfig):
     endpoints: list[str] = field(default_factory=list)
 
 
+#: Where OpenAI-compatible servers give a model's context in its model list entry: vLLM and SGLang
+#: ``max_model_len``, LM Studio and OpenRouter ``context_length``, llama.cpp's own server ``meta.n_ctx_train``.
+CONTEXT_FIELDS = ("max_model_len", "context_length", "context_window", "n_ctx")
+
+
+def listed_context(listing: Mapping[str, Any]) -> int | None:
+    """The context a model list entry gives (:data:`CONTEXT_FIELDS`, or llama.cpp's ``meta.n_ctx_train``), else None."""
+    meta = listing.get("meta")
+    found = [listing.get(name) for name in CONTEXT_FIELDS]
+    found.append(meta.get("n_ctx_train") if isinstance(meta, Mapping) else None)
+    for value in found:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 class OpenAIBackend(RemoteBackend):
     """A model behind an OpenAI-compatible API, asked through one shared ``openai.OpenAI`` client.
 
@@ -166,6 +182,7 @@ class OpenAIBackend(RemoteBackend):
                                      timeout=self._settings.request_timeout_s)
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
         self._listing: dict[str, Any] = {}  # the model's entry in /models, set by identity()
+        self._context: int | None = None  # the context the model list gives, set by identity()
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -204,6 +221,7 @@ class OpenAIBackend(RemoteBackend):
                                f"JSON ({excerpt(self._redact(str(probe)))}); check model.base_url.")
         self._pinned = served(reply)
         self._listing = dict(listing)
+        self._context = listed_context(listing)
         fingerprint = self._pinned["system_fingerprint"]
         digest = identity_digest(self._url, self._name, self._pinned["model"], fingerprint, listing,
                                  self._extra_body, self._send_top_k)
@@ -256,6 +274,9 @@ class OpenAIBackend(RemoteBackend):
         digest = identity_digest(None, self._name, self._pinned["model"], self._pinned["system_fingerprint"],
                                  self._listing, self._extra_body, self._send_top_k)
         return ModelIdentity(own.name, own.backend, digest, dict(own.details)), {**facts, "probe_answer": answer}
+    def context_window(self) -> int | None:
+        """The served model's context in tokens when its model list says it (after :meth:`identity`), else None."""
+        return self._context
 
     def check_label_probs(self, label_sets: Mapping[str, tuple[str, ...]]) -> None:
         """The server must return log-probabilities, and every label must be one character (``top_k`` source).

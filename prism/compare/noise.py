@@ -97,10 +97,15 @@ def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str
 
 
 def step_origins(model: ModelCells, baseline: str) -> dict[str, str]:
-    """Condition -> the condition its step starts from: the previous value on an ordered axis, else the baseline."""
+    """Condition -> the condition its step starts from: the previous value on an ordered axis, else the baseline.
+
+    A nominal axis that starts from a value of another axis (conditions=fewshot's ``shot_order``, from ``shots_4``)
+    is tested from that value: its steps change only its own attribute on top of it.
+    """
     origins = {}
+    inner = {c for axis in model.axes for c in axis.conditions[1:]}
     for axis in model.axes:
-        if axis.ordered:
+        if axis.ordered or axis.conditions[0] in inner:
             origins.update({to: start for start, to in axis.steps()
                             if to in model.conditions and start in model.conditions})
     return {c: origins.get(c, baseline) for c in model.conditions if c != baseline}

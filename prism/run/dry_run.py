@@ -30,6 +30,7 @@ from prism.conditions import check_option_counts, condition_set_from_config, ren
 from prism.config import PrismConfig
 from prism.questions import freeze_dataset
 from prism.run.cells import CellGrid
+from prism.run.fewshot import with_demonstrations
 from prism.run.generation import repetition_params
 from prism.run.store import CompletionStore
 from prism.run.usage import cost_usd, priced
@@ -78,6 +79,7 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
     try:
         frozen = freeze_dataset(cfg.dataset)
         check_option_counts(condition_set, frozen.questions)
+        frozen, _ = with_demonstrations(cfg.dataset, frozen, condition_set)
         prompts = render_all(frozen.questions, condition_set)
         params = repetition_params(cfg.generation)
         store_path = Path(cfg.store.path)

@@ -32,6 +32,8 @@ TAG_REPRODUCTION_IDENTICAL = "prism.reproduction.identical"
 TAG_COMPARED_RUNS = "prism.compared_runs"
 TAG_ALLOW_MISMATCH = "prism.allow_mismatch"
 TAG_MISMATCHES = "prism.mismatches"
+# A few-shot set's frozen draw of demonstrations (questions/demonstrations.jsonl).
+TAG_DEMONSTRATIONS = "prism.demonstrations_sha256"
 # The model identity's details (``prism.model.tag``, ``prism.model.path``, ...) and the frozen set's drop
 # counts (``prism.dropped.duplicate``, ...) are tag families: one tag per key.
 MODEL_DETAIL_PREFIX = "prism.model."
@@ -57,6 +59,8 @@ PARAM_PROTOCOL_VERSION = "protocol_version"
 RUN_ARTIFACT_DIRS = ("config", "questions", "prompts", "responses", "results")
 CONFIG_ARTIFACT = "config/resolved.yaml"
 QUESTIONS_ARTIFACT = "questions/frozen.jsonl"
+DEMONSTRATIONS_ARTIFACT = "questions/demonstrations.jsonl"
+DEMONSTRATION_BALANCE_ARTIFACT = "results/demonstrations.csv"
 RESPONSES_ARTIFACT = "responses/responses.jsonl"
 SCORED_ARTIFACT = "results/scored.jsonl"
 QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"

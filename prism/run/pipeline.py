@@ -33,10 +33,13 @@ from prism.config import GenerationConfig, PrismConfig, as_plain
 from prism.errors import ConfigError
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.questions.demonstrations import DemonstrationDraw
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.budget import BudgetGuard, limited, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
+from prism.run.context import check_context
+from prism.run.fewshot import with_demonstrations, write_demonstrations
 from prism.run.generation import repetition_params, repetition_seed  # noqa: F401  (re-exported)
 from prism.run.identities import record_identity
 from prism.run.inference import Cell, ask_each
@@ -50,6 +53,7 @@ from prism.run.names import (
     PARAM_SCORER_VERSION,
     PARAM_TEMPLATE_VERSION,
     RUN_ARTIFACT_DIRS,
+    TAG_DEMONSTRATIONS,
     TAG_MODEL_DIGEST_CHANGED_FROM,
     TAG_RESUMED_FROM,
     TAG_SWEEP,
@@ -71,7 +75,7 @@ log = logging.getLogger(__name__)
 _UNLOGGED_PARAMS: tuple[str, ...] = (
     "defaults", "output_dir", "dry_run", "conditions.conditions", "dataset.cache_dir",
     *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
-                                      "synonyms", "protected_words")),
+                                      "synonyms", "protected_words", "draws")),
 )
 
 
@@ -239,6 +243,7 @@ class Plan:
     params: dict[str, str]
     experiment_sha256: str
     run_name: str
+    demonstrations: DemonstrationDraw | None = None
 
 
 def prepare(cfg: PrismConfig, out: Path) -> Plan:
@@ -259,6 +264,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         frozen = freeze_dataset(cfg.dataset)
         report_dropped(frozen)
         check_option_counts(condition_set, frozen.questions)
+        frozen, demonstrations = with_demonstrations(cfg.dataset, frozen, condition_set)
         prompts = render_all(frozen.questions, condition_set)
         # Before the identity: a backend without label probabilities is refused before any request (a hosted
         # backend's identity probe is a request); one with them reads its identity inside the check.
@@ -266,10 +272,13 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
         require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
         identity = backend.identity()
+        check_context(backend, prompts, cfg.generation.max_tokens,
+                      "model.n_ctx" if hasattr(cfg.model, "n_ctx") else f"the {cfg.model.backend} server's")
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         write_conversations(out / "prompts", condition_set.name, prompts)
+        write_demonstrations(out, demonstrations, frozen, condition_set)
         tracker = RecordingTracker(
             MlflowTracker(
                 resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server),
@@ -286,6 +295,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         tracker=tracker, params=params,
         experiment_sha256=hashlib.sha256(canonical_json(params).encode()).hexdigest(),
         run_name=f"{identity.name}-{frozen.dataset}-{condition_set.name}-seed{cfg.seed}",
+        demonstrations=demonstrations,
     )
 
 
@@ -305,10 +315,13 @@ def report_dropped(frozen: FrozenSet) -> None:
 def experiment_run_tags(plan: Plan, out: Path) -> dict[str, str]:
     """The run tags of docs/reference/mlflow.md: identity, versions, experiment hash, output dir, model details."""
     commit, dirty = git_state(Path(__file__).resolve().parent)
-    return run_tags(kind=KIND_RUN, digest=plan.identity.digest, question_set=plan.frozen.sha256,
+    tags = run_tags(kind=KIND_RUN, digest=plan.identity.digest, question_set=plan.frozen.sha256,
                     dataset_version=plan.frozen.dataset_version, git_commit=commit, git_dirty=dirty,
                     version=__version__, config_sha256=plan.experiment_sha256, output_dir=str(out.resolve()),
                     model_details=plan.identity.details, dropped=plan.frozen.dropped)
+    if plan.demonstrations is not None:
+        tags[TAG_DEMONSTRATIONS] = plan.demonstrations.sha256
+    return tags
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prism.conditions import ConditionError, condition_set_from_config, render
+from prism.conditions.fewshot import demonstrations_needed
 from prism.parsing import parse_response
 from prism.questions import load_questions
 from prism.types import Question
@@ -189,9 +191,17 @@ def test_properties_hold_on_generated_questions(q: Question, seed: int, robustne
     check_prompts(q, condition_set_from_config({**robustness, "seed": seed}))
 
 
+def _with_demonstrations(q: Question, need: int) -> Question:
+    """``q`` with a draw of ``need`` fixed demonstrations (for the sets that show them, conditions=fewshot)."""
+    shots = tuple(replace(sample_question(f"d{i}"), question=f"Which of these is demonstration number {i}?",
+                          answer="ABCD"[i % 4], split="train") for i in range(need))
+    return replace(q, demonstrations=shots)
+
+
 def _fingerprint(name: str) -> dict[str, str]:
     cs = condition_set_from_config(conditions_cfg(name))
-    questions = [sample_question(f"q{i}") for i in range(3)]
+    need = demonstrations_needed(cs)
+    questions = [_with_demonstrations(sample_question(f"q{i}"), need) for i in range(3)]
     prompts = [render(q, c, cs) for c in cs.conditions for q in questions]
     # A prompt of several turns counts every turn (a changed system prompt is a changed prompt); a one-turn
     # prompt its text, as before prompts had turns, so the recorded fingerprints of those sets still hold.

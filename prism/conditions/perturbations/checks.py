@@ -19,11 +19,16 @@ from collections.abc import Callable
 from prism.conditions.perturbations.labels import closing_for, label_kind
 from prism.conditions.perturbations.step import Step
 from prism.conditions.perturbations.variant import (
+    ANSWER_SEPARATOR,
     ATTRIBUTE_FIELDS,
     PerturbationError,
     Variant,
+    body_text,
+    demonstration_answer,
+    demonstration_text,
     option_lines,
     system_text,
+    user_turns,
 )
 from prism.types import Prompt, Question, Turn
 
@@ -106,11 +111,40 @@ def _labels(question: Question, variant: Variant, closing_template: str) -> str 
     return None
 
 
+def _normalised(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _demonstrations(question: Question, variant: Variant) -> str | None:
+    """Demonstrations come from the question's frozen draw only, each once, none the question itself."""
+    if variant.pool != question.demonstrations:
+        return "the pool of demonstrations is not the question's frozen draw"
+    drawn = {d.question_id: d for d in variant.pool}
+    shown = [d.question_id for d in variant.demonstrations]
+    if len(set(shown)) != len(shown):
+        return f"a demonstration is shown twice: {shown}"
+    for demonstration in variant.demonstrations:
+        if drawn.get(demonstration.question_id) != demonstration:
+            return f"demonstration {demonstration.question_id!r} is not one of the question's frozen draw"
+        if (demonstration.question_id == question.question_id
+                or _normalised(demonstration.question) == _normalised(question.question)):
+            return f"demonstration {demonstration.question_id!r} is the question itself"
+        if demonstration.answer is None:
+            return f"demonstration {demonstration.question_id!r} has no answer to show"
+        if len(demonstration.options) > len(variant.labels):
+            return (f"demonstration {demonstration.question_id!r} has {len(demonstration.options)} options, more than "
+                    f"the {len(variant.labels)} labels the question is shown with")
+    if variant.shot_turns and not variant.demonstrations:
+        return "the demonstrations are said to sit in turns, but none is shown"
+    return None
+
+
 def check_variant(question: Question, variant: Variant, closing_template: str) -> str | None:
     """Check one variant against its frozen question; None when it passes, else what failed."""
     if variant.question_id != question.question_id:
         return f"the question id changed to {variant.question_id!r}"
-    return _options(question, variant) or _labels(question, variant, closing_template)
+    return (_options(question, variant) or _labels(question, variant, closing_template)
+            or _demonstrations(question, variant))
 
 
 def _declared(step: Step, before: Variant, after: Variant) -> str | None:
@@ -152,7 +186,13 @@ def check_prompt(variant: Variant, prompt: Prompt, question: Question | None = N
     With the ``question``, a frozen option the variant left out (:mod:`prism.conditions.perturbations.missing`) must
     appear nowhere in the text beyond what the question's remaining words already hold (:func:`removed_text`).
     """
+    problem = _shown_demonstrations(variant, prompt)
+    if problem is not None:
+        return problem
+    # The question's own part: after the demonstrations when they sit inline (their options are not its options).
     text = prompt.text
+    if variant.demonstrations and not variant.shot_turns:
+        text = text[len(text) - len(body_text(variant)):]
     problem = None if question is None else removed_text(question, variant, text)
     if problem is not None:
         return problem
@@ -173,14 +213,51 @@ def check_prompt(variant: Variant, prompt: Prompt, question: Question | None = N
     return _turns(variant, prompt)
 
 
+def _shown_demonstrations(variant: Variant, prompt: Prompt) -> str | None:
+    """Each demonstration, answered, sits where the variant says, in order, and the question comes last on its own.
+
+    Inline: the last user turn is the instruction (if it sits there), each demonstration and its answer, then
+    the question's own text, exactly. In turns: each demonstration is a user turn answered by its label in the
+    assistant turn after it, and the last user turn is the question's own text alone.
+    """
+    if not variant.demonstrations:
+        return None
+    body = body_text(variant)
+    shots = [(demonstration_text(variant, d), demonstration_answer(variant, d)) for d in variant.demonstrations]
+    if variant.shot_turns:
+        turns = [turn for turn in prompt.earlier_turns if turn.role != "system"]
+        if len(turns) != 2 * len(shots):
+            return f"{len(shots)} demonstrations should be {2 * len(shots)} earlier turns, not {len(turns)}"
+        for index, (text, answer) in enumerate(shots):
+            asked, answered = turns[2 * index], turns[2 * index + 1]
+            if asked.role != "user" or not asked.content.endswith(text):
+                return f"turn {2 * index + 1} after the system turn is not demonstration {index + 1} as a user turn"
+            if answered != Turn("assistant", answer):
+                return f"demonstration {index + 1} is not answered {answer!r} in the assistant turn after it"
+        if prompt.text != body:
+            return "the last user turn is not the question alone"
+        return None
+    position = 0
+    for index, (text, answer) in enumerate(shots):
+        found = prompt.text.find(f"{text}{ANSWER_SEPARATOR}{answer}", position)
+        if found < 0:
+            return f"demonstration {index + 1}, answered {answer!r}, is missing or out of order"
+        position = found + len(text) + len(ANSWER_SEPARATOR) + len(answer)
+    if not prompt.text.endswith(variant.format.paragraph + body) or len(prompt.text) - len(body) < position:
+        return "the question's own text does not follow the demonstrations, a paragraph apart, at the end"
+    return None
+
+
 def _turns(variant: Variant, prompt: Prompt) -> str | None:
     """The system turn is the variant's own, and its instruction sits in exactly the turn the variant says."""
     system = system_text(variant)
-    expected = (Turn("system", system),) if system else ()
+    expected = ((Turn("system", system),) if system else ()) + user_turns(variant)[0]
     if prompt.earlier_turns != expected:
         return f"the turns before the user turn are {list(prompt.earlier_turns)}, not the variant's {list(expected)}"
     if variant.instruction:
-        user, other = (prompt.text, system) if variant.instruction_turn == "user" else (system, prompt.text)
+        # With the demonstrations in turns, the user's part of the conversation is every user turn.
+        asked = "\n".join(turn.content for turn in prompt.turns if turn.role == "user")
+        user, other = (asked, system) if variant.instruction_turn == "user" else (system, asked)
         if variant.instruction not in user or variant.instruction in other:
             return (f"the instruction must sit in the {variant.instruction_turn} turn only, word for word: "
                     f"{variant.instruction!r}")

@@ -47,6 +47,8 @@ class Library:
         protected_words: Words typos never touch (lower case).
         added_options: Wording name -> the text of an option a step adds ("None of the other options").
         system_prompts: System prompt name -> its text (``system`` steps, :mod:`prism.conditions.perturbations.turns`).
+        draws: Draw name -> where in each question's frozen draw of demonstrations it starts (``shots`` steps,
+            :mod:`prism.conditions.perturbations.shots`).
     """
 
     closing: str
@@ -57,6 +59,7 @@ class Library:
     protected_words: frozenset[str] = frozenset()
     added_options: Mapping[str, str] = field(default_factory=dict)
     system_prompts: Mapping[str, str] = field(default_factory=dict)
+    draws: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Library:
@@ -70,6 +73,7 @@ class Library:
             protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
             added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
             system_prompts={str(k): str(v) for k, v in (cfg.get("system_prompts") or {}).items()},
+            draws={str(k): v for k, v in (cfg.get("draws") or {}).items()},
         )
 
 

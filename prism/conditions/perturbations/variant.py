@@ -16,7 +16,7 @@ from typing import Literal
 from prism.errors import PrismError
 from prism.types import Prompt, Question, Turn
 
-Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer", "turn"]
+Attribute = Literal["instruction", "stem", "order", "labels", "format", "answer", "turn", "shots", "shot_turn"]
 
 # Which Variant fields each attribute covers. A step may change only the fields of the attributes it
 # declares; ``question_id`` belongs to none, so no step may ever change it.
@@ -33,7 +33,15 @@ ATTRIBUTE_FIELDS: dict[Attribute, tuple[str, ...]] = {
     # whether the instruction paragraph is in the user turn or the system turn. The instruction's words are not
     # part of it.
     "turn": ("system", "instruction_turn"),
+    # Which few-shot demonstrations are shown before the question, and in which order
+    # (prism.conditions.perturbations.shots); never the pool they come from, which no step may change.
+    "shots": ("demonstrations",),
+    # Whether the demonstrations sit inline in the user turn or as earlier user/assistant turns.
+    "shot_turn": ("shot_turns",),
 }
+
+#: What separates a demonstration from its answer (the answer as the closing asks for it: its label).
+ANSWER_SEPARATOR = "\n"
 
 #: Where an instruction paragraph can sit.
 INSTRUCTION_TURNS = ("user", "system")
@@ -106,6 +114,11 @@ class Variant:
         system: A system prompt of its own (``You are a helpful assistant.``); empty for none.
         instruction_turn: The turn the instruction paragraph sits in: ``user`` (before the question, as in P1)
             or ``system`` (the system turn, after ``system`` when there is one).
+        pool: The question's frozen draw of demonstrations (:attr:`prism.types.Question.demonstrations`), the
+            only items a step may show; no step may change it.
+        demonstrations: The demonstrations shown before the question, in order (each one of ``pool``).
+        shot_turns: The demonstrations sit in earlier user/assistant turns (the question alone in the last
+            user turn), not inline in the one user turn.
     """
 
     question_id: str
@@ -120,11 +133,14 @@ class Variant:
     added: tuple[tuple[str, str], ...] = ()
     system: str = ""
     instruction_turn: str = "user"
+    pool: tuple[Question, ...] = ()
+    demonstrations: tuple[Question, ...] = ()
+    shot_turns: bool = False
 
     def changed_fields(self, other: Variant) -> set[str]:
         """Names of the fields whose values differ between this variant and ``other``."""
         names = ("question_id", "instruction", "stem", "options", "canonical", "labels", "closing", "format", "key",
-                 "added", "system", "instruction_turn")
+                 "added", "system", "instruction_turn", "pool", "demonstrations", "shot_turns")
         return {name for name in names if getattr(self, name) != getattr(other, name)}
 
 
@@ -140,6 +156,7 @@ def base_variant(question: Question, layout: Format, closing: str) -> Variant:
         closing=closing,
         format=layout,
         key=question.answer,
+        pool=question.demonstrations,
     )
 
 
@@ -157,9 +174,9 @@ def system_text(variant: Variant) -> str:
     return variant.format.paragraph.join(part for part in (variant.system, moved) if part)
 
 
-def render_text(variant: Variant) -> str:
-    """The user turn's text: the instruction paragraph (if any, and if it sits there), then the filled layout."""
-    body = fill(
+def body_text(variant: Variant) -> str:
+    """The question itself: the filled layout (stem, option lines, closing), without instruction or demonstrations."""
+    return fill(
         variant.format.layout,
         {
             "question": variant.stem,
@@ -167,20 +184,66 @@ def render_text(variant: Variant) -> str:
             "closing": variant.closing,
         },
     )
+
+
+def demonstration_labels(variant: Variant, demonstration: Question) -> tuple[str, ...]:
+    """The labels a demonstration's options are shown under: the question's own, position by position."""
+    return variant.labels[: len(demonstration.options)]
+
+
+def demonstration_text(variant: Variant, demonstration: Question) -> str:
+    """One demonstration as the question is shown: the same layout, option format, labels and closing."""
+    lines = [fill(variant.format.option, {"label": label, "text": text})
+             for label, text in zip(demonstration_labels(variant, demonstration), demonstration.options, strict=True)]
+    return fill(variant.format.layout, {"question": demonstration.question.strip(),
+                                        "options": variant.format.option_separator.join(lines),
+                                        "closing": variant.closing})
+
+
+def demonstration_answer(variant: Variant, demonstration: Question) -> str:
+    """A demonstration's answer as the closing asks for it: the label its key is shown under (``B``)."""
+    assert demonstration.answer is not None  # the pool refuses items without a key
+    return demonstration_labels(variant, demonstration)[demonstration.labels.index(demonstration.answer)]
+
+
+def user_turns(variant: Variant) -> tuple[tuple[Turn, ...], str]:
+    """The conversation after the system turn: the demonstrations' turns (if they sit in turns), and the last user turn.
+
+    Inline, the one user turn is the instruction paragraph (if it sits there), each demonstration followed by its
+    answer, and the question, a ``paragraph`` apart. In turns, each demonstration is a user turn (the first one
+    after the instruction, when it sits in the user turn) answered by an assistant turn holding its answer, and
+    the last user turn is the question alone.
+    """
+    paragraph = variant.format.paragraph
     instruction = variant.instruction if variant.instruction_turn == "user" else ""
-    return f"{instruction}{variant.format.paragraph}{body}" if instruction else body
+    shots = [(demonstration_text(variant, d), demonstration_answer(variant, d)) for d in variant.demonstrations]
+    if variant.shot_turns and shots:
+        earlier: list[Turn] = []
+        for index, (text, answer) in enumerate(shots):
+            opening = f"{instruction}{paragraph}{text}" if instruction and index == 0 else text
+            earlier += [Turn("user", opening), Turn("assistant", answer)]
+        return tuple(earlier), body_text(variant)
+    parts = [instruction] if instruction else []
+    parts += [f"{text}{ANSWER_SEPARATOR}{answer}" for text, answer in shots]
+    return (), paragraph.join([*parts, body_text(variant)])
+
+
+def render_text(variant: Variant) -> str:
+    """The last user turn's text: the instruction (if it sits there), inline demonstrations, the filled layout."""
+    return user_turns(variant)[1]
 
 
 def to_prompt(variant: Variant, condition: str, template_version: str) -> Prompt:
     """The prompt a model sees for ``variant`` (a system turn when it has one), with the displayed -> canonical map."""
     system = system_text(variant)
+    earlier, text = user_turns(variant)
     return Prompt(
         question_id=variant.question_id,
         condition=condition,
-        text=render_text(variant),
+        text=text,
         displayed_labels=variant.labels,
         canonical_labels=variant.canonical,
         displayed_options=variant.options,
         template_version=template_version,
-        earlier_turns=(Turn("system", system),) if system else (),
+        earlier_turns=((Turn("system", system),) if system else ()) + earlier,
     )
