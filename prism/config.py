@@ -43,6 +43,10 @@ class ModelConfig:
 
     name: str = MISSING
     backend: str = MISSING
+    # false: send the rendered prompt as plain text with no chat template (a base model; llama.cpp
+    # create_completion, OpenAI-compatible /v1/completions, Ollama /api/generate raw). Joins the completion
+    # key only when false.
+    chat: bool = True
     # What the provider charges, for the run's cost_usd metric (user data: PRISM ships no price list).
     pricing: PricingConfig = field(default_factory=PricingConfig)
 
@@ -222,6 +226,12 @@ class GenerationConfig:
     # Also record the first reply token's probabilities over the option labels (prism.label_probs); joins
     # the canonical parameters (store keys, records) only when true.
     label_probs: bool = False
+    # Also record each option's continuation log-likelihood after the prompt, as lm-evaluation-harness
+    # scores multiple choice (prism.cloze); joins the canonical parameters only when true.
+    cloze: bool = False
+    # The continuation where the condition does not fix it: label (" B", lm-eval's MMLU) or text
+    # (" <option text>", its ARC tasks).
+    cloze_target: str = "label"
 
 
 @dataclass

@@ -17,6 +17,7 @@ import pandas as pd
 from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.conditions.perturbations.missing import RemoveAnswer
 from prism.formatting import percent
+from prism.cloze import cloze_fields
 from prism.label_probs import likelihood_fields
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
@@ -97,7 +98,10 @@ def score_records(records: Iterable[RawRecord], frozen: FrozenSet, condition_set
         record = score_record(raw, prompt, parsed, correct_answer, PARSER_VERSION)
         likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
                                        correct_answer)
-        yield dataclasses.replace(record, **likelihood) if likelihood else record
+        cloze = cloze_fields({"cloze_logprobs": raw.cloze_logprobs, "cloze_chars": raw.cloze_chars,
+                               "error": raw.error}, prompt, correct_answer) if raw.cloze_logprobs else {}
+        extra = {**likelihood, **cloze}
+        yield dataclasses.replace(record, **extra) if extra else record
 
 
 def _may_move_key(condition: Condition) -> bool:

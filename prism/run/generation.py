@@ -36,6 +36,7 @@ def check_generation(generation: GenerationConfig) -> None:
         ("seed", lambda v: v >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
         ("top_p", lambda v: v is None or 0 < v <= 1, "null or a number in (0, 1]"),
         ("top_k", lambda v: v is None or v >= 1, "null or a whole number >= 1"),
+        ("cloze_target", lambda v: v in ("label", "text"), "label (the continuation ' B') or text (' <option text>')"),
     ]
     for key, valid, accepted in rules:
         value = getattr(generation, key)
@@ -54,6 +55,8 @@ def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
             top_p=generation.top_p,
             top_k=generation.top_k,
             label_probs=generation.label_probs,
+            cloze=generation.cloze,
+            cloze_target=generation.cloze_target,
         )
         for repetition in range(generation.repetitions)
     ]

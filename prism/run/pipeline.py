@@ -20,7 +20,14 @@ import yaml
 
 from prism import __version__
 from prism.backends.base import Backend, Request
-from prism.backends.registry import create_backend, keyed_settings, require_label_probs, require_system_turns
+from prism.backends.registry import (
+    create_backend,
+    keyed_settings,
+    require_cloze,
+    require_label_probs,
+    require_plain,
+    require_system_turns,
+)
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -272,6 +279,10 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
         require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
+        if not cfg.model.chat:
+            require_plain(cfg.model.backend, turn_roles(prompts))
+        if cfg.generation.cloze:
+            require_cloze(backend, cfg.model.backend)
         identity = backend.identity()
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
