@@ -19,8 +19,8 @@ from typing import Any
 
 from prism.backends.base import BackendError, Request
 from prism.backends.registry import BackendEntry, register_backend
-from prism.config import ModelConfig
 from prism.cloze import EMBEDDED, continuation_ids, continuations
+from prism.config import ModelConfig
 from prism.label_probs import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
 from prism.types import ClozeReading, Completion, LabelReading, ModelIdentity
 
@@ -392,14 +392,17 @@ class LlamaCppBackend:
         return read_reply(reply, latency, kwargs, reading, cloze)
 
     def encode(self, text: str) -> list[int]:
-        """``text``'s tokens as ``create_completion`` tokenizes a prompt: BOS when the model adds one, special tokens read."""
+        """``text``'s tokens as ``create_completion`` tokenizes a prompt: BOS when the model adds one, specials read."""
         llm = self._model()
         bos = [llm.token_bos()] if llm._model.add_bos_token() and llm.token_bos() >= 0 else []
         return bos + list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def cloze_context(self, request: Request) -> str:
-        """The text each continuation follows: the prompt as written (``chat=false``), or as the chat template
-        renders it with the assistant turn's opening (``chat=true``), exactly what generation is given."""
+        """The text each continuation follows: exactly what generation is given.
+
+        The prompt as written (``chat=false``), or as the chat template renders it with the assistant turn's
+        opening (``chat=true``).
+        """
         if not self._cfg.chat:
             return request.prompt.text
         return rendered_prompt(self._model(), request.prompt.messages())

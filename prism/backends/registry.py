@@ -259,8 +259,8 @@ def require_cloze(backend: Backend, name: str) -> None:
     entry = entries.get(name)
     if entry is None or "cloze" not in entry.capabilities:
         able = sorted(n for n, e in entries.items() if "cloze" in e.capabilities)
-        why = (" Ollama returns no log-probabilities of the prompt's tokens, only of generated ones." if name == "ollama"
-               else "")
+        why = (" Ollama returns no log-probabilities of the prompt's tokens, only of generated ones."
+               if name == "ollama" else "")
         raise BackendError(f"generation.cloze=true needs the log-probability of each option's continuation after the "
                            f"prompt, but the {name!r} backend cannot give it, so nothing was asked.{why} Use a backend "
                            f"that can ({', '.join(able)}: the embedded llama.cpp model, or an OpenAI-compatible "
