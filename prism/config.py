@@ -122,6 +122,8 @@ class ConditionSpec:
     description: str = ""
     family: str = "instruction"
     template: str = MISSING
+    # A condition in lm-eval's own form fixes its cloze continuation: text or label (conditions=cloze).
+    cloze_target: str | None = None
 
 
 # ---- Step conditions: perturbation sets (``prism.conditions.perturbations``) ---------------------------------------
