@@ -275,6 +275,10 @@ class LlamaCppBackend:
                     model_path=str(self._path),
                     n_ctx=self._cfg.n_ctx,
                     n_threads=self._cfg.n_threads or os.cpu_count() or 1,
+                    # A set model.n_threads bounds prompt (batch) evaluation too: llama-cpp-python otherwise
+                    # takes every core for it, and on a loaded machine two threads waiting at each barrier
+                    # made the cloze reading's batches several times slower than one thread.
+                    n_threads_batch=self._cfg.n_threads or os.cpu_count() or 1,
                     chat_format=chat_format,
                     verbose=False,
                 )
