@@ -17,7 +17,7 @@ def test_continuations_are_the_delimiter_and_the_displayed_label_or_text_keyed_b
     assert [(c.label, c.text, c.chars) for c in texts] == [("B", " coal", 4), ("A", " wind", 4)]
     fixed = Prompt("q", "C0", "Question: Which?\nAnswer:", ("A",), ("A",), ("coal",), "1", cloze_target="text")
     assert continuations(fixed, "label")[0].text == " coal"  # the condition's own target wins
-    with pytest.raises(ClozeError, match="label or generation.cloze_target=text"):
+    with pytest.raises(ClozeError, match=r"label or generation\.cloze_target=text"):
         continuations(PROMPT, "word")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prism.results.cloze_metrics import cloze_condition_table, cloze_frame, cloze_metrics, cloze_row
 
+
 def row(q: str, condition: str, answer: str | None, key: str | None, cloze: str, norm: str) -> dict:
     return cloze_row({"question_id": q, "condition": condition, "repetition": 0, "answer": answer,
                       "correct_answer": key, "cloze_answer": cloze, "cloze_norm_answer": norm,
