@@ -68,6 +68,10 @@ class ModelConfig:
 
     name: str = MISSING
     backend: str = MISSING
+    # false: send the rendered prompt as plain text with no chat template (a base model; llama.cpp
+    # create_completion, OpenAI-compatible /v1/completions, Ollama /api/generate raw). Joins the completion
+    # key only when false.
+    chat: bool = True
     # What the provider charges, for the run's cost_usd metric (user data: PRISM ships no price list).
     pricing: PricingConfig = field(default_factory=PricingConfig)
 
@@ -110,6 +114,7 @@ FileFormat = Literal["jsonl", "json", "csv", "parquet"]
 DatasetRule = Literal["numeric_labels", "seeded_option_order"]
 FamilyScale = Literal["nominal", "ordinal", "numeric"]
 ComparePairs = Literal["reference", "all"]
+ClozeTarget = Literal["label", "text"]
 if TYPE_CHECKING:
     AnswerFormatField = AnswerFormat
     DatasetTypeField = DatasetType
@@ -117,9 +122,10 @@ if TYPE_CHECKING:
     DatasetRuleField = DatasetRule
     FamilyScaleField = FamilyScale
     ComparePairsField = ComparePairs
+    ClozeTargetField = ClozeTarget
 else:
     AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
-    FamilyScaleField = ComparePairsField = str
+    FamilyScaleField = ComparePairsField = ClozeTargetField = str
 
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
@@ -362,6 +368,8 @@ class ConditionSpec:
     description: str = ""
     family: str = "instruction"
     template: str = MISSING
+    # A condition in lm-eval's own form fixes its cloze continuation: text or label (conditions=cloze).
+    cloze_target: ClozeTargetField | None = None
 
 
 # ---- Step conditions: perturbation sets (``prism.conditions.perturbations``) ---------------------------------------
@@ -468,6 +476,12 @@ class GenerationConfig:
     # Also record the first reply token's probabilities over the option labels (prism.label_probs); joins
     # the canonical parameters (store keys, records) only when true.
     label_probs: bool = False
+    # Also record each option's continuation log-likelihood after the prompt, as lm-evaluation-harness
+    # scores multiple choice (prism.cloze); joins the canonical parameters only when true.
+    cloze: bool = False
+    # The continuation where the condition does not fix it: label (" B", lm-eval's MMLU) or text
+    # (" <option text>", its ARC tasks).
+    cloze_target: ClozeTargetField = "label"
 
     def check(self) -> None:
         """Refuse generation values that Hydra's types allow but no backend can honour as meant.
@@ -486,6 +500,8 @@ class GenerationConfig:
             ("seed", self.seed, self.seed >= 0, "a whole number >= 0 (llama.cpp takes a negative seed as 'random')"),
             ("top_p", self.top_p, self.top_p is None or 0 < self.top_p <= 1, "null or a number in (0, 1]"),
             ("top_k", self.top_k, self.top_k is None or self.top_k >= 1, "null or a whole number >= 1"),
+            ("cloze_target", self.cloze_target, self.cloze_target in get_args(ClozeTarget),
+             "label (the continuation ' B') or text (' <option text>')"),
         ]
         for key, value, valid, accepted in rules:
             if not valid:

@@ -108,6 +108,14 @@ class RawRecord:
     """generation.label_probs: the first position's top tokens, ``[{"token", "logprob"}]``."""
     label_probs_source: str | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.label_probs``)."""
+    cloze_logprobs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.cloze: canonical label -> the summed log-probability of its continuation after the prompt."""
+    cloze_tokens: dict[str, int] | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.cloze: canonical label -> how many tokens its continuation is."""
+    cloze_chars: dict[str, int] | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.cloze: canonical label -> the choice's length in characters (``acc_norm``'s divisor)."""
+    cloze_source: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """generation.cloze: ``embedded`` (llama.cpp in this process) or ``echo`` (a server's echoed prompt)."""
     turns: list[dict[str, str]] | None = field(default=None, metadata={_OPTIONAL: True})
     """The turns sent before ``prompt``, in order, as ``[{"role", "content"}]``; absent for a one-turn prompt."""
 
@@ -169,6 +177,14 @@ class ScoredRecord:
     """With label probabilities: the likeliest canonical option (a tie: the first displayed)."""
     likelihood_correct: bool | None = field(default=None, metadata={_OPTIONAL: True})
     """With label probabilities: ``likelihood_answer == correct_answer``."""
+    cloze_answer: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """With the cloze reading: the option whose continuation has the largest summed log-probability (``acc``)."""
+    cloze_norm_answer: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """With the cloze reading: the largest per character of the choice (lm-eval's ``acc_norm``)."""
+    cloze_correct: bool | None = field(default=None, metadata={_OPTIONAL: True})
+    """With the cloze reading and a key: ``cloze_answer == correct_answer``."""
+    cloze_norm_correct: bool | None = field(default=None, metadata={_OPTIONAL: True})
+    """With the cloze reading and a key: ``cloze_norm_answer == correct_answer``."""
 
     @property
     def cell(self) -> CellKey:

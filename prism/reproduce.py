@@ -105,10 +105,11 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
     first = {CellKey.of(r): r for r in original}
     second = {CellKey.of(r): r for r in again}
     with_probs = any("label_probs" in r for r in (*original, *again))
+    with_cloze = any("cloze_logprobs" in r for r in (*original, *again))
     rows = []
     for key in sorted(set(first) | set(second)):
         a, b = first.get(key), second.get(key)
-        gap = math.nan
+        gap = cloze = math.nan
         if a is None:
             status = "extra"
         elif b is None:
@@ -120,8 +121,13 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
             if with_probs:
                 gap = probability_gap(a, b)
                 same = same and gap <= PROB_TOLERANCE
+            if with_cloze:  # generation.cloze: every option's log-likelihood agrees to the same 1e-6
+                cloze = cloze_gap(a, b)
+                same = same and cloze <= PROB_TOLERANCE
             status = "identical" if same else "different"
         extra = {"label_probs_max_diff": gap} if with_probs else {}
+        if with_cloze:
+            extra["cloze_max_diff"] = cloze
         rows.append({
             **key._asdict(), "status": status, **extra,
             "original_response": None if a is None else a.get("response"),
@@ -131,7 +137,23 @@ def diff_cells(original: Sequence[Mapping[str, Any]], again: Sequence[Mapping[st
         })
     columns = [*CELL_COLUMNS, "status", "original_response", "reproduced_response", "original_error",
                "reproduced_error"]
-    return pd.DataFrame(rows, columns=[*columns, *(["label_probs_max_diff"] if with_probs else [])])
+    return pd.DataFrame(rows, columns=[*columns, *(["label_probs_max_diff"] if with_probs else []),
+                                       *(["cloze_max_diff"] if with_cloze else [])])
+
+
+def cloze_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The largest difference between two records' per-option cloze log-likelihoods (and token counts).
+
+    0 when neither has any; inf when only one has them or their options or token counts differ.
+    """
+    la, lb = a.get("cloze_logprobs"), b.get("cloze_logprobs")
+    if la is None and lb is None:
+        return 0.0
+    if not isinstance(la, Mapping) or not isinstance(lb, Mapping) or set(la) != set(lb):
+        return math.inf
+    if a.get("cloze_tokens") != b.get("cloze_tokens"):
+        return math.inf
+    return max((abs(float(la[k]) - float(lb[k])) for k in la), default=0.0)
 
 
 def probability_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
@@ -295,6 +317,7 @@ def format_outcome(outcome: Outcome, reproduces: str) -> str:
     total = len(outcome.cells)
     if outcome.identical:
         probs = " and label probabilities (to 1e-6)" if "label_probs_max_diff" in outcome.cells else ""
+        probs += " and cloze log-likelihoods (to 1e-6)" if "cloze_max_diff" in outcome.cells else ""
         lines += ["", f"IDENTICAL: all {total} responses are the same text{probs}."]
     else:
         lines += ["", f"DIFFERENT: {outcome.n_different} of {total} cells differ "

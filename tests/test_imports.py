@@ -24,6 +24,7 @@ ORDER = [
     "prism.formatting",
     "prism.config",
     "prism.label_probs",
+    "prism.cloze",
     "prism.parsing",
     "prism.questions",
     "prism.stats",

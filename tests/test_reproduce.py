@@ -107,6 +107,22 @@ def test_unknown_run_id_is_a_clear_error(workdir: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_diff_cells_compares_cloze_log_likelihoods_to_one_in_a_million() -> None:
+    def record(question: str, logprobs: dict | None, tokens: dict | None = None) -> dict:
+        r = {"question_id": question, "condition": "C0", "repetition": 0, "response": "A", "error": None}
+        if logprobs is not None:
+            r.update(cloze_logprobs=logprobs, cloze_tokens=tokens or {"A": 1, "B": 2})
+        return r
+
+    original = [record(q, {"A": -1.5, "B": -3.0}) for q in ("q1", "q2", "q3", "q4")]
+    again = [record("q1", {"A": -1.5 + 5e-7, "B": -3.0}), record("q2", {"A": -1.5, "B": -3.0 + 1e-4}),
+             record("q3", None), record("q4", {"A": -1.5, "B": -3.0}, {"A": 1, "B": 3})]
+    cells = diff_cells(original, again).set_index("question_id")
+    assert cells["status"].to_dict() == {"q1": "identical", "q2": "different", "q3": "different", "q4": "different"}
+    assert cells.loc["q2", "cloze_max_diff"] == pytest.approx(1e-4)
+    assert "cloze_max_diff" not in diff_cells([record("q1", None)], [record("q1", None)]).columns
+
+
 def test_diff_cells_compares_label_probabilities_to_one_in_a_million() -> None:
     def record(question: str, probs: dict | None, mass: float | None = 0.5) -> dict:
         r = {"question_id": question, "condition": "P0", "repetition": 0, "response": "A", "error": None}

@@ -19,9 +19,10 @@ from typing import Any
 
 from prism.backends.base import BackendError, Request
 from prism.backends.registry import BackendEntry, register_backend
+from prism.cloze import EMBEDDED, continuation_ids, continuations
 from prism.config import ModelConfig
 from prism.label_probs import FULL, check_label_sets, label_token_ids, log_softmax, reading_from_full
-from prism.types import Completion, LabelReading, ModelIdentity, Prompt
+from prism.types import ClozeReading, Completion, LabelReading, ModelIdentity, Prompt
 
 GGUF_MAGIC = b"GGUF"
 log = logging.getLogger(__name__)
@@ -137,13 +138,24 @@ def build_request(request: Request) -> dict[str, Any]:
     return kwargs
 
 
+def build_plain_request(request: Request) -> dict[str, Any]:
+    """The keyword arguments for ``create_completion`` (``model.chat=false``): the user turn's text as the prompt.
+
+    No chat template: the model continues the rendered prompt as written (a base model's only way of being
+    asked). The pipeline refuses a prompt with earlier turns before inference (``require_plain``).
+    """
+    kwargs = build_request(request)
+    del kwargs["messages"]
+    return {"prompt": request.prompt.text, **kwargs}
+
+
 def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, Any],
-               label_reading: LabelReading | None = None) -> Completion:
-    """Turn llama.cpp's OpenAI-shaped reply into a Completion."""
+               label_reading: LabelReading | None = None, cloze_reading: ClozeReading | None = None) -> Completion:
+    """Turn llama.cpp's OpenAI-shaped reply (a chat completion, or a plain completion's) into a Completion."""
     usage = reply.get("usage") or {}
     choice = reply["choices"][0]
-    text = choice["message"].get("content") or ""
-    options = {k: v for k, v in sent.items() if k not in ("messages", "logits_processor")}
+    text = (choice["message"].get("content") if "message" in choice else choice.get("text")) or ""
+    options = {k: v for k, v in sent.items() if k not in ("messages", "prompt", "logits_processor")}
     reason = choice.get("finish_reason")
     return Completion(
         text=text,
@@ -153,6 +165,7 @@ def read_reply(reply: Mapping[str, Any], latency_s: float, sent: Mapping[str, An
         backend_options=options,
         label_reading=label_reading,
         finish_reason=reason if isinstance(reason, str) else None,
+        cloze_reading=cloze_reading,
     )
 
 
@@ -284,6 +297,10 @@ class LlamaCppBackend:
                     model_path=str(self._path),
                     n_ctx=self._cfg.n_ctx,
                     n_threads=self._cfg.n_threads or os.cpu_count() or 1,
+                    # A set model.n_threads bounds prompt (batch) evaluation too: llama-cpp-python otherwise
+                    # takes every core for it, and on a loaded machine two threads waiting at each barrier
+                    # made the cloze reading's batches several times slower than one thread.
+                    n_threads_batch=self._cfg.n_threads or os.cpu_count() or 1,
                     chat_format=chat_format,
                     verbose=False,
                 )
@@ -382,20 +399,89 @@ class LlamaCppBackend:
         With ``label_probs``, a :class:`FirstLogits` processor keeps the first position's logits during the
         same call, and the labels' probabilities are read from them (``label_probs_source=full``).
         """
-        kwargs = build_request(request)
+        kwargs = build_request(request) if self._cfg.chat else build_plain_request(request)
         first = FirstLogits() if request.params.label_probs else None
         if first is not None:
             kwargs["logits_processor"] = [first]
         llm = self._model()
         start = time.perf_counter()
-        reply = llm.create_chat_completion(**kwargs)
+        # The cloze reading first: it leaves the prompt's tokens evaluated, so the generation after it
+        # reuses them (llama-cpp-python's prefix match) instead of evaluating the prompt again.
+        cloze = self.cloze_reading(request) if request.params.cloze else None
+        reply = llm.create_chat_completion(**kwargs) if self._cfg.chat else llm.create_completion(**kwargs)
         latency = time.perf_counter() - start
         reading = None
         if first is not None:
             if first.logits is None:  # never for max_tokens >= 1, which GenerationConfig.check enforces
                 raise BackendError("llama.cpp generated no token, so there is no first-position distribution to read.")
             reading = self._read_labels(first.logits, request.prompt.displayed_labels)
-        return read_reply(reply, latency, kwargs, reading)
+        return read_reply(reply, latency, kwargs, reading, cloze)
+
+    def encode(self, text: str) -> list[int]:
+        """``text``'s tokens as ``create_completion`` tokenizes a prompt: BOS when the model adds one, specials read."""
+        llm = self._model()
+        bos = [llm.token_bos()] if llm._model.add_bos_token() and llm.token_bos() >= 0 else []
+        return bos + list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def cloze_context(self, request: Request) -> str:
+        """The text each continuation follows: exactly what generation is given.
+
+        The prompt as written (``chat=false``), or as the chat template renders it with the assistant turn's
+        opening (``chat=true``).
+        """
+        if not self._cfg.chat:
+            return request.prompt.text
+        return rendered_prompt(self._model(), request.prompt.messages())
+
+    def cloze_reading(self, request: Request) -> ClozeReading:
+        """Each option's continuation log-likelihood, the prompt evaluated once (``cloze_source=embedded``).
+
+        The context's tokens are evaluated once (reusing what the last request left in the KV cache); each
+        continuation is then evaluated from that cached state in one batch with every position's logits
+        kept, the cache rewound to the context's end before the next. Token ``i`` of a continuation is scored
+        by the row of the position before it: the context's last for the first token.
+
+        Raises:
+            ClozeError: If a continuation tokenises to nothing after the prompt.
+        """
+        import numpy as np
+
+        llm = self._model()
+        prompt = request.prompt
+        context = self.cloze_context(request)
+        options = continuations(prompt, request.params.cloze_target)
+        split = [continuation_ids(self.encode, context, option.text,
+                                  f"question {prompt.question_id!r}, condition {prompt.condition!r}, option "
+                                  f"{option.label}") for option in options]
+        contexts = {tuple(ids) for ids, _ in split}
+        context_ids = list(split[0][0])
+        if len(contexts) != 1:  # moved white space differs only when some continuation does not start with it
+            raise BackendError(f"question {prompt.question_id!r}, condition {prompt.condition!r}: the options' "
+                               "contexts tokenise differently, so the prompt cannot be evaluated once.")
+        cached = llm.input_ids[:llm.n_tokens].tolist()
+        shared = 0
+        for a, b in zip(cached, context_ids, strict=False):
+            if a != b:
+                break
+            shared += 1
+        llm.n_tokens = min(shared, len(context_ids) - 1)  # the last context token again: its logits are needed
+        llm.eval(context_ids[llm.n_tokens:])
+        n_vocab = llm.n_vocab()
+        first = log_softmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy())
+        logprobs: dict[str, float] = {}
+        tokens: dict[str, int] = {}
+        for option, (_, ids) in zip(options, split, strict=True):
+            total = float(first[ids[0]])
+            if len(ids) > 1:
+                rows = _eval_rows(llm, ids[:-1], len(context_ids))
+                total += sum(float(log_softmax(rows[i])[token]) for i, token in enumerate(ids[1:]))
+            logprobs[option.label] = total
+            tokens[option.label] = len(ids)
+        llm.n_tokens = len(context_ids)  # the prompt stays cached for the generation that follows,
+        # but the context's current logits are the last continuation's: the generation must replay one token
+        # (llama-cpp-python samples at once from a fully cached prompt unless it is told to evaluate).
+        llm._requires_eval = True
+        return ClozeReading(logprobs, tokens, {o.label: o.chars for o in options}, EMBEDDED)
 
     def close(self) -> None:
         """Free the model."""
@@ -407,8 +493,25 @@ class LlamaCppBackend:
             self._vocab_llm = None
 
 
+def _eval_rows(llm: Any, tokens: list[int], n_past: int) -> Any:
+    """Evaluate ``tokens`` after the first ``n_past`` cached ones in one batch, keeping every position's logits.
+
+    ``Llama.eval`` keeps no logits unless the model was loaded with ``logits_all=True`` (which would keep a
+    row for every prompt position of every request); this decodes one batch with a logits row per token,
+    through the same context and batch objects ``eval`` uses, and records the tokens as ``eval`` does.
+    """
+    import numpy as np
+
+    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+    llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
+    llm._ctx.decode(llm._batch)
+    llm.input_ids[n_past:n_past + len(tokens)] = tokens
+    llm.n_tokens = n_past + len(tokens)
+    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(tokens), llm.n_vocab())).copy()
+
+
 # The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.
 LLAMACPP = register_backend(BackendEntry(
-    "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx",),
-    capabilities=frozenset({"label_probs", "system_turn", "count_tokens"}),
+    "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx", "chat"),
+    capabilities=frozenset({"label_probs", "system_turn", "count_tokens", "plain", "cloze"}),
 ))

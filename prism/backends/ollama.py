@@ -280,6 +280,7 @@ class OllamaBackend(RemoteBackend):
         super().__init__(model)
         self._host = resolve_host(model.host)
         self._num_ctx = model.num_ctx
+        self._chat = model.chat
         self._client = ollama.Client(host=self._host.url, timeout=self._settings.request_timeout_s)
         self._tag: str | None = None  # the listed name, set by identity()
 
@@ -367,15 +368,26 @@ class OllamaBackend(RemoteBackend):
 
     def _build(self, request: Request) -> dict[str, Any]:
         assert self._tag is not None, "identity() lists the tag before the first request"
-        return build_request(request, self._tag, self._num_ctx)
+        body = build_request(request, self._tag, self._num_ctx)
+        if not self._chat:  # model.chat=false: /api/generate with raw, the prompt as written (no template)
+            del body["messages"]
+            body = {"model": body.pop("model"), "prompt": request.prompt.text, "raw": True, **body}
+        return body
 
     def _send(self, body: Mapping[str, Any]) -> Any:
+        if "prompt" in body:
+            return self._client.generate(model=body["model"], prompt=body["prompt"], raw=True, stream=False,
+                                         options=body["options"], **_logprob_fields(body))
         return self._client.chat(model=body["model"], messages=body["messages"], stream=False,
                                  options=body["options"], **_logprob_fields(body))
 
     def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
         labels = request.prompt.displayed_labels if request.params.label_probs else None
-        return read_reply(reply.model_dump(), latency_s, body, labels)
+        data = reply.model_dump()
+        if "prompt" in body:  # /api/generate answers with ``response``: read it as the chat reply's message
+            data = {**data, "message": {"role": "assistant", "content": data.get("response")}}
+            return read_reply(data, latency_s, {k: v for k, v in body.items() if k != "prompt"}, labels)
+        return read_reply(data, latency_s, body, labels)
 
     def _classify(self, exc: Exception) -> Transient | None:
         return _classify(exc)
@@ -465,6 +477,6 @@ def _classify(exc: Exception) -> Transient | None:
 
 # The backend's one entry: model.backend="ollama" finds its schema, factory and capabilities here.
 OLLAMA = register_backend(BackendEntry(
-    "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx",),
-    capabilities=frozenset({"label_probs", "system_turn", "endpoints"}),
+    "ollama", OllamaModelConfig, OllamaBackend, keyed_settings=("num_ctx", "chat"),
+    capabilities=frozenset({"label_probs", "system_turn", "endpoints", "plain"}),
 ))

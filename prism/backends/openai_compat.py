@@ -53,12 +53,22 @@ reply is read are pure functions in :mod:`prism.backends.openai_wire`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prism.backends.base import BackendError, Request
+from prism.backends.openai_cloze import (
+    ECHO_PROBE_PROMPT,
+    as_chat_reply,
+    build_plain_body,
+    echo_alignment,
+    echo_body,
+    echo_logprobs,
+)
 from prism.backends.openai_wire import (
     NO_KEY,
     POOL_PROBE_BODY,
@@ -80,14 +90,16 @@ from prism.backends.registry import BackendEntry, register_backend
 from prism.backends.remote import NOTHING_ASKED, RemoteBackend, RemoteModelConfig, sent_options
 from prism.backends.retry import Transient, transient_status
 from prism.backends.wire import as_dict, excerpt
+from prism.cloze import ECHO, ClozeError, continuations, echo_logprob, split_pair
 from prism.label_probs import TOP_K, TOP_LOGPROBS, check_label_sets
-from prism.types import Completion, ModelIdentity, canonical_json
+from prism.types import ClozeReading, Completion, ModelIdentity, canonical_json
 
 if TYPE_CHECKING:
     import openai
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+RESUMABLE_TEXT = "Every completion so far is stored: run the same command again to resume."
 
 def _classify(exc: Exception) -> Transient | None:
     """Transient: a refused, dropped or timed-out connection, or 408/429/502/503/504 (with ``Retry-After``)."""
@@ -183,6 +195,7 @@ class OpenAIBackend(RemoteBackend):
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
         self._listing: dict[str, Any] = {}  # the model's entry in /models, set by identity()
         self._context: int | None = None  # the context the model list gives, set by identity()
+        self._chat = model.chat
 
     # -- identity ---------------------------------------------------------------------------------------
 
@@ -207,9 +220,13 @@ class OpenAIBackend(RemoteBackend):
                 "model.name to a listed id (llama.cpp's server lists the --model_alias, vLLM the "
                 "--served-model-name), or point model.base_url at the server that serves it."
             )
+        probe_body: dict[str, Any] = {"model": self._name, **PROBE_BODY}
+        if not self._chat:  # a base model's server may have no chat template: probe what the run will ask
+            probe_body = {"model": self._name, "prompt": "Say OK.", "max_tokens": 1, "temperature": 0.0,
+                          "stream": False}
         try:
-            probe = self._retrying(lambda: self._send({"model": self._name, **PROBE_BODY}), "/chat/completions",
-                                   nothing_yet)
+            probe = self._retrying(lambda: self._send(probe_body),
+                                   "/chat/completions" if self._chat else "/completions", nothing_yet)
         except openai.APIStatusError as exc:
             raise self._status_before_start(exc, "/chat/completions") from None
         except (ValueError, TypeError) as exc:
@@ -308,6 +325,70 @@ class OpenAIBackend(RemoteBackend):
             raise BackendError(f"generation.label_probs=true, but the server at {self._url} answered a request with "
                                f"logprobs=true without log-probabilities, so nothing was asked. {advice}")
 
+    def check_cloze(self) -> None:
+        """The server must echo the prompt's log-probabilities, aligned as the OpenAI legacy format has them.
+
+        One greedy one-token echo of a probe sentence (:func:`prism.backends.openai_cloze.echo_alignment`).
+
+        Raises:
+            BackendError: If the server refuses echo, returns no prompt log-probabilities, or returns them
+                shifted by one token (llama-cpp-python's server for a model without a BOS token).
+        """
+        import openai
+
+        self.identity()
+        advice = ("Use the embedded backend (model=smollm2 or any llamacpp model: the same GGUF, read in this "
+                  "process), or a server whose echo is aligned (vLLM); or set generation.cloze=false.")
+        try:
+            reply = self._retrying(lambda: self._send(echo_body(self._name, ECHO_PROBE_PROMPT, self._extra_body)),
+                                   "/completions", "Nothing was asked yet: run the same command again once the "
+                                   "server answers.")
+        except openai.APIStatusError as exc:
+            raise BackendError(f"generation.cloze=true, but the server at {self._url} refused a /completions request "
+                               f"with echo and logprobs (HTTP {exc.status_code}: {self._server_says(exc)}), so nothing "
+                               f"was asked. {advice}") from None
+        alignment = echo_alignment(as_dict(reply) or {}, ECHO_PROBE_PROMPT)
+        if alignment == "aligned":
+            return
+        why = {
+            "missing": "answered without the prompt's log-probabilities",
+            "shifted": ("returned them shifted by one token: each position holds the probability of its token as the "
+                        "next token after itself (llama-cpp-python's server does this for a model without a BOS "
+                        "token, SmolLM2 among them), and the right values cannot be recovered from its reply"),
+            "unknown": "returned them in an alignment PRISM cannot verify",
+        }[alignment]
+        raise BackendError(f"generation.cloze=true, but the server at {self._url} {why}; nothing was asked. {advice}")
+
+    def cloze_reading(self, request: Request) -> ClozeReading:
+        """Each option's continuation log-likelihood from one echo request per option (``cloze_source=echo``).
+
+        Raises:
+            ClozeError: If an echo has no continuation token or no log-probabilities.
+        """
+        prompt = request.prompt
+        logprobs: dict[str, float] = {}
+        tokens: dict[str, int] = {}
+        for option in continuations(prompt, request.params.cloze_target):
+            context, continuation = split_pair(prompt.text, option.text)
+            text = context + continuation
+            body = echo_body(self._name, text, self._extra_body)
+            reply = as_dict(self._retrying(functools.partial(self._send, body), "/completions", RESUMABLE_TEXT)) or {}
+            echoed = echo_logprobs(reply)
+            if echoed is None:
+                raise ClozeError(f"question {prompt.question_id!r}, condition {prompt.condition!r}: the server's "
+                                 "echo reply has no log-probabilities, so the option has no log-likelihood.")
+            logprobs[option.label], tokens[option.label] = echo_logprob(
+                echoed["token_logprobs"], echoed["text_offset"], len(context), len(text))
+        chars = {o.label: o.chars for o in continuations(prompt, request.params.cloze_target)}
+        return ClozeReading(logprobs, tokens, chars, ECHO)
+
+    def generate(self, request: Request) -> Completion:
+        """The completion, and with ``cloze`` each option's log-likelihood from its echo (after the generation)."""
+        completion = super().generate(request)
+        if not request.params.cloze or completion.error is not None:
+            return completion
+        return dataclasses.replace(completion, cloze_reading=self.cloze_reading(request))
+
     def _status_before_start(self, exc: openai.APIStatusError, endpoint: str) -> BackendError:
         """The BackendError for an error status before the first cell (nothing was asked yet)."""
         status = exc.status_code
@@ -352,6 +433,8 @@ class OpenAIBackend(RemoteBackend):
                             "sent (model.send_top_k=false): the server sampled with its own top_k, and each record "
                             "says so under backend_options.not_sent. Set model.send_top_k=true for a server that "
                             "accepts it (vLLM, SGLang, llama.cpp do), or generation.top_k=null.", skipped["top_k"])
+        if not self._chat:
+            return build_plain_body(request, self._name, self._extra_body, self._send_top_k)
         return build_request(request, self._name, self._extra_body, self._send_top_k)
 
     def _send(self, body: Mapping[str, Any]) -> Any:
@@ -361,6 +444,10 @@ class OpenAIBackend(RemoteBackend):
         merges into the JSON unchanged: the body is written once, by :func:`build_request`, and what
         ``backend_options`` records is what went over the wire.
         """
+        if "prompt" in body:  # a plain completion (model.chat=false) or a cloze echo: /completions
+            rest = {k: v for k, v in body.items() if k not in ("model", "prompt", "stream")}
+            return self._client.completions.create(model=body["model"], prompt=body["prompt"], stream=False,
+                                                   extra_body=rest)
         rest = {k: v for k, v in body.items() if k not in ("model", "messages", "stream")}
         return self._client.chat.completions.create(model=body["model"], messages=body["messages"], stream=False,
                                                     extra_body=rest)
@@ -370,7 +457,9 @@ class OpenAIBackend(RemoteBackend):
         if data is None:
             return self._failed(request, body, latency_s,
                                 f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
-        labels = request.prompt.displayed_labels if request.params.label_probs else None
+        if not self._chat:
+            data = as_chat_reply(data)
+        labels = request.prompt.displayed_labels if request.params.label_probs and self._chat else None
         completion = read_reply(data, latency_s, body, not_sent(request, self._send_top_k), labels)
         return self._warn_if_served_changed(completion, self._pinned, "the server at " + self._url)
 
@@ -419,5 +508,6 @@ class OpenAIBackend(RemoteBackend):
 
 # The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
 OPENAI = register_backend(BackendEntry(
-    "openai", OpenAIModelConfig, OpenAIBackend, capabilities=frozenset({"label_probs", "system_turn", "endpoints"}),
+    "openai", OpenAIModelConfig, OpenAIBackend, keyed_settings=("chat",),
+    capabilities=frozenset({"label_probs", "system_turn", "endpoints", "plain", "cloze"}),
 ))

@@ -32,7 +32,10 @@ from prism.config import ModelConfig
 #: (``count_tokens(text)``; a dry run estimates by characters otherwise).
 #: ``endpoints``: one run over many servers of one model (``model.endpoints``, :mod:`prism.backends.pool`);
 #: the factory is a :class:`~prism.backends.remote.RemoteBackend` with an ``address_field``.
-Capability = Literal["label_probs", "system_turn", "endpoints", "count_tokens"]
+#: ``plain``: it sends a prompt as plain text with no chat template (``model.chat=false``). ``cloze``: each
+#: option's continuation log-likelihood after the prompt (``generation.cloze``; a backend whose server may
+#: not give them has ``check_cloze()``).
+Capability = Literal["label_probs", "system_turn", "endpoints", "count_tokens", "plain", "cloze"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 
@@ -254,3 +257,48 @@ def token_counter(backend: Backend, name: str) -> TokenCountingBackend | None:
         return None
     counter: TokenCountingBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
     return counter
+
+
+def require_plain(name: str, roles: Mapping[str, Iterable[str]]) -> None:
+    """Stop before inference unless the backend can send plain completions of these one-turn prompts.
+
+    Args:
+        name: The backend's name (``model.backend``).
+        roles: Condition name -> the roles of its prompts' turns (:func:`prism.turns.turn_roles`).
+
+    Raises:
+        BackendError: If the backend has no plain completion, or a condition's prompts have turns other than
+            one user turn (a plain prompt has no roles to put them in).
+    """
+    entries = backend_entries()
+    entry = entries.get(name)
+    if entry is None or "plain" not in entry.capabilities:
+        able = sorted(n for n, e in entries.items() if "plain" in e.capabilities)
+        raise BackendError(f"model.chat=false sends the prompt as plain text with no chat template, but the {name!r} "
+                           f"backend cannot, so nothing was asked. Use a backend that can ({', '.join(able)}), or "
+                           "set model.chat=true.")
+    turned = [c for c, found in roles.items() if set(found) - {"user"}]
+    if turned:
+        raise BackendError(f"model.chat=false sends one plain prompt, but conditions {turned} have turns other than "
+                           "one user turn (a system turn or earlier turns), which a plain prompt cannot hold; nothing "
+                           "was asked. Use a condition set with one user turn per prompt, or set model.chat=true.")
+
+
+def require_cloze(backend: Backend, name: str) -> None:
+    """Stop before inference unless ``backend`` can read each option's continuation log-likelihood.
+
+    Raises:
+        BackendError: If the backend gives no prompt log-probabilities, or its server's are unusable.
+    """
+    entries = backend_entries()
+    entry = entries.get(name)
+    if entry is None or "cloze" not in entry.capabilities:
+        able = sorted(n for n, e in entries.items() if "cloze" in e.capabilities)
+        why = (" Ollama returns no log-probabilities of the prompt's tokens, only of generated ones."
+               if name == "ollama" else "")
+        raise BackendError(f"generation.cloze=true needs the log-probability of each option's continuation after the "
+                           f"prompt, but the {name!r} backend cannot give it, so nothing was asked.{why} Use a backend "
+                           f"that can ({', '.join(able)}: the embedded llama.cpp model, or an OpenAI-compatible "
+                           "server that echoes prompt log-probabilities, such as vLLM), or set generation.cloze=false.")
+    if hasattr(entry.factory, "check_cloze"):
+        backend.check_cloze()  # type: ignore[attr-defined]  # the class declares it

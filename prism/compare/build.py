@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from prism.compare.by_type import consistency_by_type_table
+from prism.compare.cloze_tables import cloze_disagreements_table, cloze_readings_table, has_cloze
 from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
@@ -91,4 +92,8 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     if any(has_probabilities(m) for m in models):
         tables["readings"] = readings_table(models, baseline)
         tables["reading_disagreements"] = disagreements_table(models)
+    # The three readings (runs with generation.cloze=true): prism.compare.cloze_tables.
+    if any(has_cloze(m) for m in models):
+        tables["cloze_readings"] = cloze_readings_table(models)
+        tables["cloze_disagreements"] = cloze_disagreements_table(models)
     return tables

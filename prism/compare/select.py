@@ -57,8 +57,9 @@ SCORED_COLUMNS = ("question_id", "condition", "repetition", "answer", "recovered
                   "error", "response", "prompt_sha256")
 # The likelihood reading's columns (runs with generation.label_probs=true); empty for runs without it.
 LIKELIHOOD_COLUMNS = ("option_probs", "likelihood_answer", "likelihood_correct", "label_mass")
-# Read when present (the scorecard's compliance, the trace's parse method and displayed label); empty otherwise.
-OPTIONAL_COLUMNS = ("compliant", "method", "displayed")
+# Read when present (the scorecard's compliance, the trace's parse method and displayed label; the cloze
+# reading's answers, generation.cloze=true); empty otherwise.
+OPTIONAL_COLUMNS = ("compliant", "method", "displayed", "cloze_answer", "cloze_norm_answer")
 
 
 class CompareError(PrismError, ValueError):

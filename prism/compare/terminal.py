@@ -265,6 +265,14 @@ def format_comparison(result: ComparisonResult) -> str:
                       f"distance to {result.baseline}'s option distribution; the "
                       f"{len(tables['reading_disagreements'])} cells where they part are in "
                       "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
+    if "cloze_readings" in tables and len(tables["cloze_readings"]):
+        from prism.compare.cloze_tables import format_cloze_readings
+
+        parts += ["", "Three readings (runs with generation.cloze=true): parsed, label probabilities (labelp) and "
+                      "the cloze reading (acc, acc_norm as lm-evaluation-harness scores them),\nand agreement "
+                      f"of the parsed and cloze answers; the {len(tables['cloze_disagreements'])} cells where they "
+                      "part are in comparison/cloze_disagreements.csv:",
+                  format_cloze_readings(tables["cloze_readings"])]
     parts += format_readouts(tables, result.n_boot)
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "

@@ -18,7 +18,7 @@ from prism.conditions.perturbations.variant import Attribute
 from prism.errors import PrismError
 
 FIELDS = ("question", "options", "closing")
-_FIELD_PATTERN = re.compile(r"\{(question|options|closing)\}")
+_FIELD_PATTERN = re.compile(r"\{(question|options|closing|subject_line)\}")
 # Condition and family names become record fields, replay keys and MLflow metric names (``accuracy/<name>``,
 # ``consistency/<family>/<name>``), so they stay within characters every one of those accepts.
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -65,6 +65,8 @@ class Condition:
         levels: (axis, value) of every axis this condition moves off its baseline: ``((family, name),)``
             in a sweep, one pair per non-baseline axis in a grid cell, ``()`` for the baseline.
         parts: A grid cell's values with their own steps (:class:`prism.conditions.grid.Part`); ``()`` otherwise.
+        cloze_target: The cloze continuation this condition fixes (``text`` or ``label``: lm-eval's own forms,
+            ``conditions=cloze``); such a template needs no ``{closing}`` and may leave the options out.
     """
 
     name: str
@@ -75,6 +77,7 @@ class Condition:
     keys: tuple[SeedKey, ...] | None = None
     levels: tuple[tuple[str, str], ...] = ()
     parts: tuple[Part, ...] = ()
+    cloze_target: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,15 @@ from prism.conditions.perturbations.build import build_keyed
 from prism.conditions.perturbations.labels import closing_for
 from prism.types import Prompt, Question
 
+#: lm-eval's MMLU description line (its default template), filled where the dataset has a subject (its group);
+#: the subject's underscores are written as spaces, as lm-eval writes them.
+SUBJECT_LINE = "The following are multiple choice questions (with answers) about {subject}.\n\n"
+
+
+def subject_line(question: Question) -> str:
+    """The ``{subject_line}`` field: lm-eval's MMLU description for a question with a group, else empty."""
+    return SUBJECT_LINE.format(subject=question.group.replace("_", " ")) if question.group else ""
+
 
 def format_options(labels: Sequence[str], options: Sequence[str]) -> str:
     """Render options as ``<label>. <text>`` lines, the one layout every PRISM condition uses."""
@@ -65,6 +74,7 @@ def render_keyed(question: Question, condition: Condition, condition_set: Condit
             "question": question.question.strip(),
             "options": format_options(question.labels, question.options),
             "closing": closing_for(condition_set.closing, question.labels),
+            "subject_line": subject_line(question),
         },
     )
     return Prompt(
@@ -75,6 +85,7 @@ def render_keyed(question: Question, condition: Condition, condition_set: Condit
         canonical_labels=question.labels,
         displayed_options=question.options,
         template_version=condition_set.template_version,
+        cloze_target=condition.cloze_target,
     ), question.answer
 
 

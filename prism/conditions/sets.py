@@ -65,7 +65,8 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
     where = f"condition set {cfg.get('name')!r}"
     if subjective:
         cfg = subjective_config(cfg)
-    _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template"))
+    _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template",
+                                                                    "cloze_target"))
     _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
     _known_keys(where, "step", [s for v in (cfg.get("variants") or {}).values() for s in v.get("steps") or ()],
                 ("op", "to", "count"))
@@ -76,7 +77,8 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
         family = str(c.get("family") or "instruction")
         conditions.append(Condition(name=str(c["name"]), description=str(c.get("description", "")),
                                     template=str(c["template"]), family=family,
-                                    levels=((family, str(c["name"])),) if str(c["name"]) != baseline else ()))
+                                    levels=((family, str(c["name"])),) if str(c["name"]) != baseline else (),
+                                    cloze_target=None if c.get("cloze_target") is None else str(c["cloze_target"])))
     variants: Mapping[str, Any] = cfg.get("variants") or {}
     base_format = None
     try:
@@ -208,6 +210,9 @@ def validate(condition_set: ConditionSet) -> None:
                                      "from (the P0 layout).")
             continue
         found = _FIELD_PATTERN.findall(condition.template)
+        if condition.cloze_target is not None:
+            _validate_cloze(where, condition, found)
+            continue
         for name in FIELDS:
             if found.count(name) != 1:
                 raise ConditionError(
@@ -219,6 +224,25 @@ def validate(condition_set: ConditionSet) -> None:
                 f"{where}, condition {condition.name!r}: the template must end with {{closing}} so every "
                 "prompt ends with the same output requirement."
             )
+
+
+def _validate_cloze(where: str, condition: Condition, found: list[str]) -> None:
+    """A condition in lm-eval's own form: its question once, its options at most once, no closing line.
+
+    A ``label`` continuation needs the labels shown; a ``text`` one may leave the options out (lm-eval's ARC).
+
+    Raises:
+        ConditionError: Naming the condition and what is wrong with its template or target.
+    """
+    if condition.cloze_target not in ("label", "text"):
+        raise ConditionError(f"{where}, condition {condition.name!r}: cloze_target {condition.cloze_target!r} must be "
+                             "label or text.")
+    wanted = {"question": (1, 1), "options": (1 if condition.cloze_target == "label" else 0, 1), "closing": (0, 0)}
+    for name, (low, high) in wanted.items():
+        if not low <= found.count(name) <= high:
+            raise ConditionError(f"{where}, condition {condition.name!r} (cloze_target {condition.cloze_target}): the "
+                                 f"template must contain {{{name}}} {low if low == high else f'{low} to {high}'} "
+                                 f"time(s) (found {found.count(name)}); a label continuation needs the options shown.")
 
 
 def check_option_counts(condition_set: ConditionSet, questions: Iterable[Question]) -> None:

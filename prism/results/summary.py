@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from prism.cloze import cloze_fields
 from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.conditions.perturbations.missing import RemoveAnswer
 from prism.formatting import percent
@@ -21,6 +22,7 @@ from prism.label_probs import likelihood_fields
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
+from prism.results.cloze_metrics import cloze_condition_table, cloze_frame, cloze_metrics, cloze_row
 from prism.results.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.results.metric_columns import MetricColumns
 from prism.results.metrics import (
@@ -97,7 +99,10 @@ def score_records(records: Iterable[RawRecord], frozen: FrozenSet, condition_set
         record = score_record(raw, prompt, parsed, correct_answer, PARSER_VERSION)
         likelihood = likelihood_fields({"label_probs": raw.label_probs} if raw.error is None else {}, prompt,
                                        correct_answer)
-        yield dataclasses.replace(record, **likelihood) if likelihood else record
+        cloze = cloze_fields({"cloze_logprobs": raw.cloze_logprobs, "cloze_chars": raw.cloze_chars,
+                               "error": raw.error}, prompt, correct_answer) if raw.cloze_logprobs else {}
+        extra = {**likelihood, **cloze}
+        yield dataclasses.replace(record, **extra) if extra else record
 
 
 def _may_move_key(condition: Condition) -> bool:
@@ -120,11 +125,15 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
     columns = MetricColumns()
+    cloze_rows: list[dict[str, Any]] = []  # generation.cloze=true: a few columns per cell (prism.results.cloze_metrics)
     with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
         for scored_record in scored:
             record = scored_record.to_json()
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
             columns.add(record)
+            row = cloze_row(record) if "cloze_source" in record else None
+            if row is not None:
+                cloze_rows.append(row)
     frame = columns.frame()
     ids = [q.question_id for q in frozen.questions]
     names = condition_set.names
@@ -146,6 +155,10 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     if columns.label_probs:  # a run with generation.label_probs=true
         metrics.update(write_likelihood_results(results, frame, columns.bias_records, frozen, condition_set,
                                                 repetitions, invariant))
+    if cloze_rows:  # a run with generation.cloze=true: the third reading
+        cloze = cloze_frame(cloze_rows)
+        cloze_condition_table(cloze, names).to_csv(results / "cloze.csv", index=False)
+        metrics.update(cloze_metrics(cloze, names))
     # Only a run with causal conditions logs these, so every other run keeps exactly the metrics it had.
     metrics.update({f"causal/{name}": float(count) for name, role, count in
                     zip(roles["condition"], roles["role"], roles["moved_questions"], strict=True) if role == CAUSAL})
@@ -255,6 +268,15 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
                          f"{_pct(metrics[f'mean_label_mass{suffix}']):>7}")
         lines.append(f"mean TV distance to the baseline's option distribution:{_pct(metrics['mean_prob_tv'])}; "
                      f"cells without label probabilities: {int(metrics['label_probs_missing'])}")
+    if "n_cloze" in metrics:  # generation.cloze=true: the third reading, per condition
+        lines += ["", "cloze reading (each option's continuation log-likelihood, as lm-evaluation-harness scores it):",
+                  f"{'condition':<{width}} {'parsed':>9} {'acc':>7} {'acc_norm':>9} {'agree':>7}"]
+        for name in [*conditions, "all"]:
+            suffix = "" if name == "all" else f"/{name}"
+            lines.append(f"{name:<{width}} {_cell(metrics.get(f'accuracy{suffix}')):>9} "
+                         f"{_cell(metrics.get(f'cloze_accuracy{suffix}')):>7} "
+                         f"{_cell(metrics.get(f'cloze_norm_accuracy{suffix}')):>9} "
+                         f"{_cell(metrics.get(f'cloze_agreement{suffix}')):>7}")
     consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
     if consistency:
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]

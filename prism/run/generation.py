@@ -28,6 +28,8 @@ def repetition_params(generation: GenerationConfig) -> list[GenerationParams]:
             top_p=generation.top_p,
             top_k=generation.top_k,
             label_probs=generation.label_probs,
+            cloze=generation.cloze,
+            cloze_target=generation.cloze_target,
         )
         for repetition in range(generation.repetitions)
     ]

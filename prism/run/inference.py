@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec
 
 from prism.backends.base import Backend, Request
+from prism.cloze import CLOZE_FIELDS
 from prism.label_probs import LABEL_FIELDS
 from prism.records import RawRecord
 from prism.run.store import CompletionStore, ResponseLog, store_key
@@ -40,7 +41,7 @@ def stored_fields(completion: dict[str, Any]) -> dict[str, Any]:
     recorded exactly as before they existed, with no nulls in their place.
     """
     fields = {k: completion.get(k) for k in COMPLETION_FIELDS}
-    fields.update({k: completion[k] for k in (*OPTIONAL_FIELDS, *LABEL_FIELDS) if k in completion})
+    fields.update({k: completion[k] for k in (*OPTIONAL_FIELDS, *LABEL_FIELDS, *CLOZE_FIELDS) if k in completion})
     return fields
 
 
@@ -115,7 +116,7 @@ def raw_record(
         cached=cached,
         error=error,
         turns=earlier_field(prompt.turns),
-        **{k: completion[k] for k in LABEL_FIELDS if k in completion and error is None},
+        **{k: completion[k] for k in (*LABEL_FIELDS, *CLOZE_FIELDS) if k in completion and error is None},
     )
 
 
@@ -136,6 +137,8 @@ def completion_fields(completion: Completion) -> dict[str, Any]:
         fields["endpoint"] = completion.endpoint
     if completion.label_reading is not None and completion.error is None:
         fields.update(completion.label_reading.record_fields())
+    if completion.cloze_reading is not None and completion.error is None:
+        fields.update(completion.cloze_reading.record_fields())
     return fields
 
 

@@ -21,7 +21,14 @@ import yaml
 from prism import __version__
 from prism.backends.base import Backend, Request
 from prism.backends.pool import EndpointCount, EndpointPool
-from prism.backends.registry import create_backend, keyed_settings, require_label_probs, require_system_turns
+from prism.backends.registry import (
+    create_backend,
+    keyed_settings,
+    require_cloze,
+    require_label_probs,
+    require_plain,
+    require_system_turns,
+)
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -271,6 +278,10 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         if cfg.generation.label_probs:
             require_label_probs(backend, cfg.model.backend, label_sets(prompts))
         require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
+        if not cfg.model.chat:
+            require_plain(cfg.model.backend, turn_roles(prompts))
+        if cfg.generation.cloze:
+            require_cloze(backend, cfg.model.backend)
         identity = backend.identity()
         check_context(backend, prompts, cfg.generation.max_tokens,
                       "model.n_ctx" if hasattr(cfg.model, "n_ctx") else f"the {cfg.model.backend} server's")

@@ -37,7 +37,7 @@ def test_only_settings_that_differ_from_their_defaults_are_keyed(model: ModelCon
 def test_every_keyed_setting_is_a_field_of_its_backends_schema() -> None:
     entries = backend_entries()
     assert {name: entry.keyed_settings for name, entry in entries.items() if entry.keyed_settings} == {
-        "llamacpp": ("n_ctx",), "ollama": ("num_ctx",)}
+        "llamacpp": ("n_ctx", "chat"), "ollama": ("num_ctx", "chat"), "openai": ("chat",)}
     for name, entry in entries.items():
         fields = {f.name for f in dataclasses.fields(entry.schema)}
         assert set(entry.keyed_settings) <= fields, name
