@@ -15,7 +15,6 @@ from prism.conditions.perturbations.build import build_keyed
 from prism.conditions.perturbations.labels import closing_for
 from prism.types import Prompt, Question
 
-
 #: lm-eval's MMLU description line (its default template), filled where the dataset has a subject (its group);
 #: the subject's underscores are written as spaces, as lm-eval writes them.
 SUBJECT_LINE = "The following are multiple choice questions (with answers) about {subject}.\n\n"
