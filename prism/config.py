@@ -338,6 +338,9 @@ class CompareConfig:
     # behind each step's p-value.
     measures: list[str] = field(default_factory=lambda: ["answer"])
     permutations: int = 2000
+    # Simulated draws a comparison makes beyond its bootstrap and permutations (the resamples of questions and
+    # prompt behind rank_robustness.csv); seeded by ``seed``.
+    power_simulations: int = 1000
     # Compare runs whose question set, template version, parser version or generation parameters
     # differ; the comparison run records that it was used.
     allow_mismatch: bool = False

@@ -240,6 +240,9 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     permutations = cfg.permutations
     if permutations < 1:
         raise CompareError(f"permutations must be at least 1, got {permutations}")
+    if cfg.power_simulations < 1:
+        raise CompareError(f"power_simulations must be at least 1, got {cfg.power_simulations}: it is how many "
+                           "resamples of questions and prompt rank_robustness.csv draws (1000 by default)")
     allow_mismatch = cfg.allow_mismatch
     selection = selection_from_config(cfg)
     experiment = cfg.tracking.experiment
@@ -262,7 +265,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
     tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection))
+                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
+                          power_simulations=cfg.power_simulations)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -282,6 +286,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         files = write_outputs(out / ARTIFACT_DIR, tables, report)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
+                            "power_simulations": str(cfg.power_simulations),
                             "pairs": pairs, "reference": reference or "",
                             "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
         tracker.log_metrics(metrics)
