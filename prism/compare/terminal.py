@@ -300,8 +300,7 @@ def format_comparison(result: ComparisonResult) -> str:
         from prism.compare.rank_robustness import rank_note
 
         parts += ["", "Ranking over the prompts (comparison/rank_robustness.csv): questions and one condition "
-                      "resampled together;
-P(a > b) = share of resamples where a is more accurate, rank intervals "
+                      "resampled together;\nP(a > b) = share of resamples where a is more accurate, rank intervals "
                       "95%, flips = conditions where b beats a:", format_ranks(tables["rank_robustness"]),
                   rank_note(tables["rank_robustness"])]
     if "gee_wald" in tables:
