@@ -35,6 +35,7 @@ ORDER = [
     "prism.logged_config",
     "prism.run",
     "prism.compare",
+    "prism.plan",
     "prism.publish",
     "prism.reproduce",
     "prism.upload",
