@@ -171,7 +171,7 @@ def rank_check(gaps: Sequence[float], studies: int, n: int, resamples: int, seed
 
 def calibration_part(sims: int, quick: bool) -> list[str]:
     """The plan's recommended n, the null rate, detectable effects and the ranking's calibration."""
-    cfg = PlanConfig(pilot=False, n=[10, 20, 40, 80], repetitions=[3], simulations=sims,
+    cfg = PlanConfig(pilot=False, n=[25, 50, 100, 200, 400], repetitions=[3], simulations=sims,
                      permutations=1000, seed=0)
     cfg.rates.conditions = 5
     cfg.effect.size = 0.06
@@ -205,14 +205,17 @@ def calibration_part(sims: int, quick: bool) -> list[str]:
         p = rng.uniform(0.2, 0.9, 60)
         x, y = rng.random(60) < p, rng.random(60) < p
         null_mcnemar += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < 0.05
-    lines += [f"Null McNemar (60 pairs, question accuracies uniform on [0.2, 0.9]): rejected {_rate(null_mcnemar, fresh)} "
-              "at 0.05 (the exact test is conservative).", "",
+    lines += [f"Null McNemar (60 pairs, question accuracies uniform on [0.2, 0.9]): rejected "
+              f"{_rate(null_mcnemar, fresh)} at 0.05 (the exact test is conservative).", "",
               "| detectable effect | compare reports | simulated power at it |", "|---|---:|---|"]
     lines += shift_detectable_check(40, 3, 4, fresh, 3)
     lines += mcnemar_detectable_check(200, 0.6, fresh, 4)
     lines += [""]
     print("\n".join(lines[-4:]), flush=True)
+    lines += ["", "**Ranking calibration, 50 questions** (question noise comparable to the prompt effects):", ""]
     lines += rank_check((0.0, 0.1, 0.2, 0.4), 40 if quick else 200, 50, 500, 11)
+    lines += ["", "**Ranking calibration, 400 questions** (the prompt effects dominate):", ""]
+    lines += rank_check((0.0, 0.1, 0.2, 0.4), 20 if quick else 100, 400, 500, 12)
     return lines
 
 
