@@ -61,8 +61,9 @@ def test_power_rises_with_n_and_the_smallest_n_reaching_it_is_reported() -> None
 
 
 def test_the_holm_family_lowers_the_level_and_the_power() -> None:
-    one = make_plan(compose_plan(["pilot=false", "effect.size=0.06", "n=[30]", "simulations=40", "rates.conditions=2"]))
-    five = make_plan(compose_plan(["pilot=false", "effect.size=0.06", "n=[30]", "simulations=40", "rates.conditions=6"]))
+    common = ["pilot=false", "effect.size=0.06", "n=[30]", "simulations=40"]
+    one = make_plan(compose_plan([*common, "rates.conditions=2"]))
+    five = make_plan(compose_plan([*common, "rates.conditions=6"]))
     assert five.level == pytest.approx(0.01)
     assert five.table["power"].iloc[0] <= one.table["power"].iloc[0]
 
@@ -79,7 +80,7 @@ def test_an_accuracy_difference_and_a_grid_interaction_are_planned() -> None:
 
 
 def test_bad_settings_are_refused_with_what_to_change() -> None:
-    with pytest.raises(PlanError, match="effect.kind must be one of"):
+    with pytest.raises(PlanError, match=r"effect\.kind must be one of"):
         make_plan(compose_plan(["pilot=false", "effect.kind=slope"]))
     with pytest.raises(PlanError, match="at least 2 repetitions"):
         make_plan(compose_plan(["pilot=false", "repetitions=[1]"]))
