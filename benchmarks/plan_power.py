@@ -169,7 +169,7 @@ def rank_check(gaps: Sequence[float], studies: int, n: int, resamples: int, seed
     return lines
 
 
-def calibration_part(sims: int, quick: bool) -> list[str]:
+def calibration_part(sims: int, quick: bool, skip_ranking: bool = False) -> list[str]:
     """The plan's recommended n, the null rate, detectable effects and the ranking's calibration."""
     cfg = PlanConfig(pilot=False, n=[25, 50, 100, 200, 400], repetitions=[3], simulations=sims,
                      permutations=1000, seed=0)
@@ -212,6 +212,8 @@ def calibration_part(sims: int, quick: bool) -> list[str]:
     lines += mcnemar_detectable_check(200, 0.6, fresh, 4)
     lines += [""]
     print("\n".join(lines[-4:]), flush=True)
+    if skip_ranking:
+        return lines
     lines += ["", "**Ranking calibration, 50 questions** (question noise comparable to the prompt effects):", ""]
     lines += rank_check((0.0, 0.1, 0.2, 0.4), 40 if quick else 200, 50, 500, 11)
     lines += ["", "**Ranking calibration, 400 questions** (the prompt effects dominate):", ""]
@@ -236,12 +238,13 @@ def main() -> None:
     parser.add_argument("--n", default="30,50,70")
     parser.add_argument("--effect", type=float, default=-1.5)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-ranking", action="store_true", help="calibration without the ranking checks")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.part == "grid":
         lines = grid_part([int(v) for v in args.n.split(",")], args.sims, args.effect)
     else:
-        lines = calibration_part(args.sims, args.quick)
+        lines = calibration_part(args.sims, args.quick, args.skip_ranking)
     print("\n".join(lines))
     print(f"\n_(took {time.perf_counter() - started:.0f} s)_")
 
