@@ -115,6 +115,7 @@ DatasetRule = Literal["numeric_labels", "seeded_option_order"]
 FamilyScale = Literal["nominal", "ordinal", "numeric"]
 ComparePairs = Literal["reference", "all"]
 ClozeTarget = Literal["label", "text"]
+PlanEffectKind = Literal["shift", "accuracy", "interaction"]
 if TYPE_CHECKING:
     AnswerFormatField = AnswerFormat
     DatasetTypeField = DatasetType
@@ -123,9 +124,10 @@ if TYPE_CHECKING:
     FamilyScaleField = FamilyScale
     ComparePairsField = ComparePairs
     ClozeTargetField = ClozeTarget
+    PlanEffectKindField = PlanEffectKind
 else:
     AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
-    FamilyScaleField = ComparePairsField = ClozeTargetField = str
+    FamilyScaleField = ComparePairsField = ClozeTargetField = PlanEffectKindField = str
 
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
@@ -648,6 +650,9 @@ class CompareConfig:
     # behind each step's p-value.
     measures: list[str] = field(default_factory=lambda: ["answer"])
     permutations: int = 2000
+    # Simulated draws a comparison makes beyond its bootstrap and permutations (the resamples of questions and
+    # prompt behind rank_robustness.csv); seeded by ``seed``.
+    power_simulations: int = 1000
     # Compare runs whose question set, template version, parser version or generation parameters
     # differ; the comparison run records that it was used.
     allow_mismatch: bool = False
@@ -674,9 +679,79 @@ class CompareConfig:
         for key, value in (("bootstrap", self.bootstrap), ("permutations", self.permutations)):
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
+        if self.power_simulations < 1:
+            raise ConfigError(f"power_simulations must be at least 1, got {self.power_simulations}: it is how many "
+                              "resamples of questions and prompt rank_robustness.csv draws (1000 by default)")
         if self.pairs == "all" and self.reference:
             raise ConfigError(f"reference={self.reference} names the run every other run is compared with, which "
                               "only pairs=reference does; drop reference or set pairs=reference")
+
+
+@dataclass
+class PlanEffect:
+    """The effect a plan is to detect (``prism.plan``)."""
+
+    # shift: an excess (answer measure) on the step baseline -> condition; accuracy: a difference in accuracy
+    # between two models under condition; interaction: a single grid cell's interaction, in logits.
+    # (str, not Literal: this OmegaConf refuses Literal annotations; prism.plan checks it against PLAN_EFFECTS.)
+    kind: PlanEffectKindField = "shift"
+    # In the effect's own units: excess (shift), accuracy difference (accuracy), logits (interaction).
+    size: float = 0.1
+    # The step's to-condition (shift), the condition (accuracy) or the grid cell (interaction); empty: the
+    # design's second condition (shift, accuracy) or its last cell (interaction).
+    condition: str = ""
+
+
+@dataclass
+class PlanRates:
+    """Stated rates, used when no pilot run is named or selected (``prism.plan``)."""
+
+    # The baseline's share of correct answers (shift, accuracy) or of answers consistent with the baseline
+    # (interaction) at the average question.
+    accuracy: float = 0.6
+    # Standard deviation of the questions' logits around it (how much questions differ).
+    spread: float = 0.5
+    # Options per question.
+    options: int = 4
+    # The condition set's size (shift, accuracy): the baseline and this many - 1 others, named C0, C1, ...
+    conditions: int = 5
+    # A grid's axes, each its number of values with the baseline's (interaction), e.g. [5, 5].
+    grid: list[int] = field(default_factory=lambda: [5, 5])
+
+
+@dataclass
+class PlanConfig:
+    """``python -m prism.plan``: how many questions and repetitions a design needs (see ``prism.plan``).
+
+    The pilot is ``runs`` or the runs compare's ``filters`` select; with neither (and ``pilot=false``), the
+    stated ``rates``.
+    """
+
+    defaults: list[Any] = field(default_factory=list)
+    tracking: TrackingConfig = MISSING
+    # Pilot runs by MLflow run id (the first is the model planned for; accuracy takes the first two).
+    runs: list[str] = field(default_factory=list)
+    filters: CompareFilters = field(default_factory=CompareFilters)
+    # Read a pilot from MLflow (runs or filters); false: plan from the stated rates alone.
+    pilot: bool = True
+    rates: PlanRates = field(default_factory=PlanRates)
+    effect: PlanEffect = field(default_factory=PlanEffect)
+    baseline: str = "P0"
+    # The dataset.n values (questions) to try, and the repetitions.
+    n: list[int] = field(default_factory=lambda: [25, 50, 100, 200])
+    repetitions: list[int] = field(default_factory=lambda: [3])
+    # The power wanted and the level (the run's significance level).
+    power: float = 0.8
+    alpha: float = 0.05
+    # Tests in the Holm family the test is corrected in (a lone effect must reach alpha / family);
+    # null: the design's non-baseline conditions, as compare corrects them.
+    holm_family: int | None = None
+    # Simulated studies per design point, and permutations per simulated shift test.
+    simulations: int = 200
+    permutations: int = 1000
+    seed: int = 0
+    # Where the table and plot are written before upload; null: Hydra's output directory of the job.
+    output_dir: str | None = None
 
 
 @dataclass

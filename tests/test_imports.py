@@ -36,6 +36,7 @@ ORDER = [
     "prism.logged_config",
     "prism.run",
     "prism.compare",
+    "prism.plan",
     "prism.publish",
     "prism.reproduce",
     "prism.upload",

@@ -15,6 +15,7 @@ from prism.compare.cloze_tables import cloze_disagreements_table, cloze_readings
 from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
+from prism.compare.rank_robustness import rank_robustness_table
 from prism.compare.readouts import readout_tables
 from prism.compare.role_tables import roles_table
 from prism.compare.select import CompareError
@@ -33,7 +34,7 @@ from prism.stats.shifts import DEFAULT_MEASURE
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
                  measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
                  reference: str | None = None, max_per_pair: int | None = None,
-                 references: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
+                 references: Mapping[str, str] | None = None, power_simulations: int = 1000) -> dict[str, pd.DataFrame]:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
     The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
@@ -54,6 +55,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         max_per_pair: Most differing cells listed per pair; None lists all.
         references: Question set -> reference run id for the other sets (a set missing here, and not
             holding ``reference``, takes its first run).
+        power_simulations: Resamples of questions and prompt behind ``rank_robustness`` (two or more runs).
 
     Raises:
         CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
@@ -73,6 +75,8 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     if len(models) >= 2:
         tables["question_sets"] = question_sets_table(models, compared, pairs)
         tables["condition_disagreement"] = condition_disagreement_table(models, n_boot=n_boot, seed=seed)
+    # How sure the ranking is over the prompts (prism.compare.rank_robustness; empty without two runs to rank).
+    tables["rank_robustness"] = rank_robustness_table(models, resamples=power_simulations, seed=seed)
     if compared:
         tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
         try:

@@ -39,6 +39,8 @@ from prism.run.names import (
     CONFIG_ARTIFACT,
     FINISHED,
     KIND_COMPARISON,
+    PARAM_COMPARED_MODELS,
+    PARAM_COMPARED_RUN_IDS,
     RESPONSES_ARTIFACT,
     SCORED_ARTIFACT,
     TAG_ALLOW_MISMATCH,
@@ -270,7 +272,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
     tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection))
+                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
+                          power_simulations=cfg.power_simulations)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -290,6 +293,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
+                            "power_simulations": str(cfg.power_simulations),
                             "pairs": pairs, "reference": reference or "",
                             "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
         tracker.log_metrics(metrics)
@@ -402,8 +406,8 @@ def _tags(runs: Sequence[LoggedRun], selection: Selection, mismatches: Sequence[
 def _params(runs: Sequence[LoggedRun], selection: Selection, baseline: str, n_boot: int, seed: int,
             allow_mismatch: bool) -> dict[str, str]:
     params = {
-        "compared_run_ids": ",".join(r.run_id for r in runs),
-        "compared_models": ",".join(r.label for r in runs),
+        PARAM_COMPARED_RUN_IDS: ",".join(r.run_id for r in runs),
+        PARAM_COMPARED_MODELS: ",".join(r.label for r in runs),
         "selection": "runs" if selection.runs else "latest per model",
         "baseline": baseline,
         "bootstrap": str(n_boot),

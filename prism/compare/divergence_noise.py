@@ -12,7 +12,8 @@ per question:
 This is the shift of :mod:`prism.stats.shifts` with the two models in place of two conditions, so it gets the
 same two-level bootstrap interval (questions, and repetitions inside each question) and the same one-sided
 permutation p-value (the model labels shuffled among a question's responses), Holm-corrected over the
-pair's conditions per measure; ``beyond_noise`` is an excess above 0 with Holm p below 0.05. Questions
+pair's conditions per measure; ``beyond_noise`` is an excess above 0 with Holm p below 0.05;
+``detectable_effect`` the excess the test had 80% power to find at its Holm level (:mod:`prism.stats.power`). Questions
 where either model has fewer than two responses under the condition are left out.
 
 Without repetitions there is no within-condition noise to subtract: such rows keep the between (with its
@@ -30,11 +31,11 @@ import pandas as pd
 
 from prism.compare.noise import measure_values, question_rows
 from prism.compare.tables import ModelCells, Pair, shared_conditions
-from prism.stats import basics, shifts
+from prism.stats import basics, power, shifts
 
 NOISE_COLUMNS = ("model_a", "model_b", "run_a", "run_b", "condition", "measure", "n_questions", "between",
                  "within_a", "within_b", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "beyond_noise",
-                 "note")
+                 "note", "detectable_effect", "detectable_method")
 
 NO_REPETITIONS = ("no repetitions under this condition ({who}): a model's own noise cannot be measured, so no "
                   "excess is given; between (with its interval) is the raw cross-model difference, noise included. "
@@ -123,11 +124,17 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
                               "between": est.between, "within_a": within_a if repeated else math.nan,
                               "within_b": within_b if repeated else math.nan, "excess": est.excess,
                               "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
-                              "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition))})
+                              "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition)),
+                              "_null": est.null})
             adjusted = basics.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
+            level = power.holm_level(int(np.isfinite(adjusted).sum()))  # a lone effect among the pair's tests
             for row, p_holm in zip(group, adjusted, strict=True):
                 row["p_holm"] = float(p_holm)
                 row["beyond_noise"] = shifts.is_shift(row["excess"], row["p_holm"])
+                null = row.pop("_null")
+                tested = null is not None and not math.isnan(row["p"])
+                row["detectable_effect"] = power.permutation_detectable(null, level) if tested else math.nan
+                row["detectable_method"] = power.SIMULATED_PERMUTATION if tested else ""
             rows += group
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in NOISE_COLUMNS})

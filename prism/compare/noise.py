@@ -20,11 +20,11 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from prism.compare.tables import ModelCells
-from prism.stats import basics, gee, gee_fits, shifts
+from prism.stats import basics, gee, gee_fits, power, shifts
 from prism.types import canonical_json
 
 SHIFT_COLUMNS = ("model", "axis", "from_condition", "to_condition", "measure", "between", "within", "excess",
-                 "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift")
+                 "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "detectable_effect", "detectable_method")
 PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to_condition", "measure", "between",
                    "within", "excess", "excess_ci_low", "excess_ci_high", "p", "p_holm", "shift", "first_shift")
 
@@ -143,7 +143,7 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
                              "to_condition": condition, "measure": measure, "between": est.between,
                              "within": est.within, "excess": est.excess, "excess_ci_low": est.ci_low,
                              "excess_ci_high": est.ci_high, "p": est.p, "_family": (model.model or model.label),
-                             "_run": run_index})
+                             "_run": run_index, "_null": est.null})
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SHIFT_COLUMNS})
     table = pd.DataFrame(rows)
@@ -151,7 +151,27 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     for _, index in table.groupby(["_family", "measure"], sort=False).groups.items():
         table.loc[index, "p_holm"] = basics.holm(table.loc[index, "p"].to_numpy(np.float64))
     table["shift"] = [shifts.is_shift(e, p) for e, p in zip(table["excess"], table["p_holm"], strict=True)]
+    table["detectable_effect"], table["detectable_method"] = detectable_shifts(table)
     return table[list(SHIFT_COLUMNS)].reset_index(drop=True)
+
+
+def detectable_shifts(table: pd.DataFrame) -> tuple[list[float], list[str]]:
+    """Each tested step's detectable excess (:func:`prism.stats.power.permutation_detectable`), in excess units.
+
+    Computed at the level a lone shift in its Holm family (the model and measure's tested steps) must reach;
+    an untested step (no repetitions) has none.
+    """
+    tested = table["p"].notna()
+    family_size = tested.groupby([table["_family"], table["measure"]], sort=False).transform("sum")
+    effects, methods = [], []
+    for null, m, is_tested in zip(table["_null"], family_size, tested, strict=True):
+        if not is_tested or null is None:
+            effects.append(math.nan)
+            methods.append("")
+            continue
+        effects.append(power.permutation_detectable(null, power.holm_level(int(m))))
+        methods.append(power.SIMULATED_PERMUTATION)
+    return effects, methods
 
 
 def profile_table(models: Sequence[ModelCells], table: pd.DataFrame) -> pd.DataFrame:

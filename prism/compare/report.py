@@ -68,6 +68,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         figures: The PNG figures to embed.
         context: The runs and settings behind them.
     """
+    from prism.compare.power_section import power_section
     from prism.compare.profile_plot import PROFILE_PNG, profile_panels
     from prism.compare.role_tables import roles_note
     from prism.render import render
@@ -111,7 +112,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,
         sampling=sections.sampling_used(context.evidence), run_id=context.run_id,
-        readout=readout_context(tables), anchor=anchor,
+        readout=readout_context(tables), anchor=anchor, power_rows=power_section(tables),
         two_readings=two_readings_section(tables, context) if probabilities else None,
     )
     path = out / REPORT_HTML

@@ -49,7 +49,7 @@ RESPONSE_CHARS = 160
 SECTIONS = (("summary", "Summary"), ("readings", "Readings"), ("sensitivity", "Condition sensitivity"),
             ("two-readings", "Two readings"), ("divergence", "Divergence"), ("differences", "Where models differ"),
             ("scorecard", "Scorecard"), ("sensitivity-axes", "Axes ranked"), ("measure-agreement", "Measure agreement"),
-            ("divergence-noise", "Beyond noise"), ("setup", "Reproduce"),
+            ("divergence-noise", "Beyond noise"), ("power", "Detectable effects"), ("setup", "Reproduce"),
             ("templates", "Templates"), ("method", "Method"), ("not-claimed", "What PRISM does not claim"))
 
 PATTERN_TEXT = {

@@ -32,7 +32,7 @@ from prism.compare.tables import ModelCells
 from prism.results.roles import CAUSAL, moved, references, step_role
 
 ROLE_COLUMNS = ("model", "axis", "scale", "from_condition", "to_condition", "measure", "role", "moved_questions",
-                "shift", "reading", "followed", "followed_n")
+                "shift", "reading", "followed", "followed_n", "detectable_effect", "detectable_method")
 READINGS = {(CAUSAL, True): "expected", (CAUSAL, False): "missed", ("invariant", True): "spurious",
             ("invariant", False): "stable"}
 UNTESTED = "untested"
@@ -78,7 +78,10 @@ def roles_table(models: Sequence[ModelCells], shifts: pd.DataFrame) -> pd.DataFr
         rows.append({"model": model.label, "axis": axis, "scale": scale, "from_condition": start, "to_condition": to,
                      "measure": row["measure"], "role": role, "moved_questions": len(targets),
                      "shift": bool(row["shift"]), "reading": reading,
-                     "followed": share, "followed_n": n})
+                     "followed": share, "followed_n": n,
+                     # The step's own test, so its detectable excess (prism.stats.power) is the shift's.
+                     "detectable_effect": row.get("detectable_effect", math.nan),
+                     "detectable_method": row.get("detectable_method", "")})
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in ROLE_COLUMNS})
     return pd.DataFrame(rows, columns=list(ROLE_COLUMNS))

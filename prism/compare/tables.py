@@ -23,7 +23,8 @@ from prism.conditions.axes import Axis
 from prism.stats import basics
 
 SENSITIVITY_COLUMNS = ("model", "condition", "baseline", "accuracy", "delta_accuracy", "delta_ci_low",
-                       "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high")
+                       "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high",
+                       "detectable_effect", "detectable_method")
 DIVERGENCE_COLUMNS = ("model_a", "model_b", "condition", "disagreement", "disagreement_ci_low",
                       "disagreement_ci_high", "disagreement_answered", "kappa", "both_correct", "only_a", "only_b",
                       "both_wrong", "excess", "excess_ci_low", "excess_ci_high")
@@ -129,7 +130,9 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
     ``mcnemar_p_holm`` Holm-adjusted across the model's non-baseline conditions; ``flip_rate`` the share
     of paired cells whose answer differs from the baseline's (UNKNOWN an outcome of its own) with its
     interval. ``accuracy`` is over all of c's observed cells. The baseline's own row has delta and flip
-    rate 0 with interval [0, 0] and no test (empty p-values).
+    rate 0 with interval [0, 0] and no test (empty p-values). ``detectable_effect`` is the |delta_accuracy| the
+    McNemar test had 80% power to find at its Holm level (:func:`detectable_changes`), ``detectable_method`` how
+    it was computed.
 
     With several repetitions, cells pair by repetition index and the bootstrap resamples questions (all
     their repetitions together); the McNemar test counts every discordant pair as if independent.
@@ -157,24 +160,48 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
             flip = basics.flip_rate(paired["category_base"], paired["category"], paired["question_id"],
                                    n_boot=n_boot, seed=seed)
             p = math.nan  # the baseline is not tested against itself; nothing is tested without pairs
+            discordant = (0, 0)
             if condition != baseline and len(paired):
-                p = basics.mcnemar_exact(*basics.discordant_counts(paired["correct_base"], paired["correct"]))
+                discordant = basics.discordant_counts(paired["correct_base"], paired["correct"])
+                p = basics.mcnemar_exact(*discordant)
             accuracy = float(own["correct"].mean()) if len(own) else math.nan
             rows.append({"model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
                          "delta_accuracy": delta.value, "delta_ci_low": delta.ci_low, "delta_ci_high": delta.ci_high,
                          "mcnemar_p": p, "flip_rate": flip.value, "flip_ci_low": flip.ci_low,
-                         "flip_ci_high": flip.ci_high})
+                         "flip_ci_high": flip.ci_high, "_pairs": len(paired), "_discordant": sum(discordant)})
         table = pd.DataFrame(rows)
         if not has_key(model):
             # Without a key there is no accuracy to differ; the flip rate (answers alone) still holds.
             table[["accuracy", "delta_accuracy", "delta_ci_low", "delta_ci_high", "mcnemar_p"]] = math.nan
         table["mcnemar_p_holm"] = basics.holm(table["mcnemar_p"].to_numpy(np.float64))
+        table["detectable_effect"], table["detectable_method"] = detectable_changes(table)
         table["_is_base"] = table["condition"] == baseline
         table["_effect"] = table["delta_accuracy"].abs().fillna(-1.0)
         table["_flip"] = table["flip_rate"].fillna(-1.0)
         table = table.sort_values(["_is_base", "_effect", "_flip"], ascending=False, kind="stable")
         frames.append(table)
     return pd.concat(frames, ignore_index=True)[list(SENSITIVITY_COLUMNS)] if frames else _empty(SENSITIVITY_COLUMNS)
+
+
+def detectable_changes(table: pd.DataFrame) -> tuple[list[float], list[str]]:
+    """Each tested condition's detectable |change in accuracy| (:func:`prism.stats.power.mcnemar_detectable`).
+
+    At the level a lone change in the model's Holm family (its tested conditions) must reach, over the
+    condition's paired cells and their observed discordant share; untested rows have none.
+    """
+    from prism.stats import power
+
+    tested = table["mcnemar_p"].notna()
+    level = power.holm_level(int(tested.sum()))
+    effects, methods = [], []
+    for is_tested, pairs, discordant in zip(tested, table["_pairs"], table["_discordant"], strict=True):
+        if not is_tested:
+            effects.append(math.nan)
+            methods.append("")
+            continue
+        effects.append(power.mcnemar_detectable(int(pairs), discordant / pairs, level))
+        methods.append(power.ANALYTIC_MCNEMAR)
+    return effects, methods
 
 
 def shared_conditions(a: ModelCells, b: ModelCells) -> list[str]:

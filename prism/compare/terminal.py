@@ -73,8 +73,16 @@ def format_sensitivity(table: pd.DataFrame, keyless: Collection[str] = ()) -> st
         "mcnemar_p": table["mcnemar_p"].map(_p), "p_holm": table["mcnemar_p_holm"].map(_p),
         "flip_rate [95% CI]": [_with_ci(*r) for r in
                                zip(table["flip_rate"], table["flip_ci_low"], table["flip_ci_high"], strict=True)],
+        "detectable |delta|": _detectable(table),
     })
     return render(shown)
+
+
+def _detectable(table: pd.DataFrame) -> list[str]:
+    """Each row's detectable effect (80% power, :mod:`prism.stats.power`); '-' where there is no test."""
+    if "detectable_effect" not in table:
+        return ["-"] * len(table)
+    return ["-" if pd.isna(v) else _num(float(v)) for v in table["detectable_effect"]]
 
 
 def format_divergence(table: pd.DataFrame) -> str:
@@ -127,6 +135,7 @@ def format_shifts(table: pd.DataFrame) -> str:
                                 strict=True)],
         "p": table["p"].map(_p), "p_holm": table["p_holm"].map(_p),
         "shift": ["SHIFT" if s else "-" for s in table["shift"]],
+        "detectable": _detectable(table),
     })
     return render(shown)
 
@@ -169,6 +178,24 @@ def format_roles(table: pd.DataFrame) -> str:
         "reading": table["reading"],
         "followed": [f"{_num(f)} (n={n})" if r == "causal" else "-"
                      for f, n, r in zip(table["followed"], table["followed_n"], table["role"], strict=True)],
+        "detectable": _detectable(table),
+    })
+    return render(shown)
+
+
+def format_ranks(table: pd.DataFrame) -> str:
+    """The ranking's robustness per pair: P(a above b), both rank intervals, where the order flips."""
+    if table.empty:
+        return "  (no two runs on one question set and condition set with an answer key)"
+    shown = pd.DataFrame({
+        "model_a": table["model_a"], "model_b": table["model_b"], "dataset": table["dataset"],
+        "P(a > b)": table["prob_a_above_b"].map(lambda v: _num(v, 3)),
+        "rank a": [f"{lo:g}-{hi:g}" if lo != hi else f"{lo:g}"
+                   for lo, hi in zip(table["rank_a_low"], table["rank_a_high"], strict=True)],
+        "rank b": [f"{lo:g}-{hi:g}" if lo != hi else f"{lo:g}"
+                   for lo, hi in zip(table["rank_b_low"], table["rank_b_high"], strict=True)],
+        "robust": ["yes" if r else "NOT ROBUST" for r in table["robust"]],
+        "flips at": [f or "-" for f in table["flips_at"]],
     })
     return render(shown)
 
@@ -183,7 +210,8 @@ def format_gee(table: pd.DataFrame) -> str:
     lines = []
     if len(tests):
         lines.append(render(pd.DataFrame({"effect": tests["effect"], "chi2": tests["chi2"].map(lambda v: _num(v, 2)),
-                                          "df": tests["df"].map(lambda v: str(int(v))), "p": tests["p"].map(_p)})))
+                                          "df": tests["df"].map(lambda v: str(int(v))), "p": tests["p"].map(_p),
+                                          "detectable (logits)": _detectable(tests)})))
     else:
         lines.append("  (no Wald test: the model was not fitted)")
     lines += [f"  {note}" for note in notes]
@@ -221,7 +249,9 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "WARNING: compared despite mismatches (allow_mismatch=true):",
                   *[f"  - {m}" for m in result.mismatches]]
     parts += ["", f"Condition sensitivity against {result.baseline}: 95% paired bootstrap intervals over questions "
-                  f"(B={result.n_boot}),\nexact McNemar p with Holm within each model, conditions ranked by effect:",
+                  f"(B={result.n_boot}),\nexact McNemar p with Holm within each model, conditions ranked by effect; "
+                  "detectable = the |delta| the test\nhad 80% power to find at its Holm level (no change larger was "
+                  "missed with more than 20% chance):",
               format_sensitivity(tables["sensitivity"], keyless_models(tables["accuracy"]))]
     if "divergence" in tables:
         parts += ["", "Cross-model divergence: UNKNOWN is an answer of its own, 'all' pools the shared conditions,\n"
@@ -274,6 +304,13 @@ def format_comparison(result: ComparisonResult) -> str:
                       "part are in comparison/cloze_disagreements.csv:",
                   format_cloze_readings(tables["cloze_readings"])]
     parts += format_readouts(tables, result.n_boot)
+    if "rank_robustness" in tables:
+        from prism.compare.rank_robustness import rank_note
+
+        parts += ["", "Ranking over the prompts (comparison/rank_robustness.csv): questions and one condition "
+                      "resampled together;\nP(a > b) = share of resamples where a is more accurate, rank intervals "
+                      "95%, flips = conditions where b beats a:", format_ranks(tables["rank_robustness"]),
+                  rank_note(tables["rank_robustness"])]
     if "gee_wald" in tables:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
                       "global Wald chi-square per effect,\np from Hotelling's T-squared reference over the question "

@@ -19,12 +19,13 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     from prism.backends.registry import backend_entries
-    from prism.config import CompareConfig, PrismConfig, ReproduceConfig
+    from prism.config import CompareConfig, PlanConfig, PrismConfig, ReproduceConfig
 
     store = ConfigStore.instance()
     store.store(name="prism_schema", node=PrismConfig)
     store.store(name="reproduce_schema", node=ReproduceConfig)
     store.store(name="compare_schema", node=CompareConfig)
+    store.store(name="plan_schema", node=PlanConfig)
     for name, entry in backend_entries().items():
         # Outside the model group, so `--help` lists only model files as its options.
         store.store(group="schema/model", name=name, node=entry.schema)

@@ -25,7 +25,8 @@ from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
 log = logging.getLogger(__name__)
 
 # The tables a comparison page reads (``comparison/<name>.csv``); the read-outs and what they rest on.
-TABLES = ("sensitivity", "shifts", "scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise")
+TABLES = ("sensitivity", "shifts", "scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise",
+          "rank_robustness")
 
 
 @dataclass(frozen=True)

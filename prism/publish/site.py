@@ -161,6 +161,9 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
     site = Site(out, runs=[item.run.run_id for item in evidence], tracking_uri=context.tracking_uri)
     trace = Trace({item.run.run_id: item for item in evidence}, prompts or {})
     groups = board.groups(evidence, context.n_boot, context.seed)
+    from prism.publish.ranks import rank_marks
+
+    ranks = rank_marks(comparisons)  # run id -> its rank over the prompts, from the comparisons shown
     panels = board.panels(evidence)
     metrics = board.LEADERBOARD + tuple(m for m in board.LIKELIHOOD if any(m in g.likelihood for g in groups))
     for order in board.orders(metrics):
@@ -171,7 +174,7 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
                       first_order=lambda key: board.first_order(key, metrics), shade=board.shade,
                       index_page=page == "index.html", n_runs=len(evidence),
                       models=sorted({item.run.model for item in evidence}), cells_page=trace.at("").run,
-                      comparisons=[(c.page, comparison_heading(c, evidence)) for c in comparisons])
+                      comparisons=[(c.page, comparison_heading(c, evidence)) for c in comparisons], ranks=ranks)
         _write(out, page, text, site)
 
     rows = {row.item.run.run_id: row for g in groups for row in g.rows}

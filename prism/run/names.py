@@ -32,6 +32,9 @@ TAG_REPRODUCTION_IDENTICAL = "prism.reproduction.identical"
 TAG_COMPARED_RUNS = "prism.compared_runs"
 TAG_ALLOW_MISMATCH = "prism.allow_mismatch"
 TAG_MISMATCHES = "prism.mismatches"
+# A plan (prism.plan): the pilot runs it read and the effect it sized the study for.
+TAG_PLAN_PILOT_RUNS = "prism.plan.pilot_runs"
+TAG_PLAN_EFFECT = "prism.plan.effect"
 # A few-shot set's frozen draw of demonstrations (questions/demonstrations.jsonl).
 TAG_DEMONSTRATIONS = "prism.demonstrations_sha256"
 # The model identity's details (``prism.model.tag``, ``prism.model.path``, ...) and the frozen set's drop
@@ -43,6 +46,7 @@ DROPPED_PREFIX = "prism.dropped."
 KIND_RUN = "run"
 KIND_COMPARISON = "comparison"
 KIND_REPRODUCTION = "reproduction"
+KIND_PLAN = "plan"
 
 # MLflow's status of a run that ended well; killed runs stay RUNNING.
 FINISHED = "FINISHED"
@@ -53,6 +57,9 @@ PARAM_TEMPLATE_VERSION = "conditions.template_version"
 PARAM_PARSER_VERSION = "parser_version"
 PARAM_SCORER_VERSION = "scorer_version"
 PARAM_PROTOCOL_VERSION = "protocol_version"
+# A comparison run's params naming the runs it compared and their table labels, in table order.
+PARAM_COMPARED_RUN_IDS = "compared_run_ids"
+PARAM_COMPARED_MODELS = "compared_models"
 
 # ---- Artifacts -------------------------------------------------------------------------------------------
 # Folders of a run's output directory uploaded as artifacts, in upload order.
@@ -66,6 +73,7 @@ SCORED_ARTIFACT = "results/scored.jsonl"
 QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"
 COMPARISON_ARTIFACT_DIR = "comparison"
 REPRODUCTION_ARTIFACT_DIR = "reproduction"
+PLAN_ARTIFACT_DIR = "plan"
 
 
 def run_tags(*, kind: str, digest: str, question_set: str, dataset_version: str, git_commit: str, git_dirty: bool,

@@ -61,10 +61,13 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from prism.stats.gee_design import design
+from prism.stats.power import ANALYTIC_WALD, wald_detectable
 
 log = logging.getLogger(__name__)
 
-WALD_COLUMNS = ("effect", "chi2", "df", "p")
+# detectable_effect: the single-coefficient effect (logits) the term's test had 80% power to find
+# (prism.stats.power.wald_detectable); detectable_method: how it was computed.
+WALD_COLUMNS = ("effect", "chi2", "df", "p", "detectable_effect", "detectable_method")
 
 # Columns the input frame needs: one row per observed response.
 RESPONSE_COLUMNS = ("run", "model", "dataset", "question_id", "condition", "family", "category")
@@ -117,16 +120,19 @@ class GeeResult:
         was and was not tested.
         """
         rows = [tuple(r) for r in self.effects[list(WALD_COLUMNS)].itertuples(index=False)]
-        rows += [(f"dropped: {term} ({reason})", math.nan, math.nan, math.nan) for term, reason in self.dropped]
-        rows += [(f"note: {note}", math.nan, math.nan, math.nan) for note in self.notes]
+        rows += [(f"dropped: {term} ({reason})", math.nan, math.nan, math.nan, math.nan, "")
+                 for term, reason in self.dropped]
+        rows += [(f"note: {note}", math.nan, math.nan, math.nan, math.nan, "") for note in self.notes]
         if self.failure is not None:
-            rows.append((f"not fitted: {self.failure}", math.nan, math.nan, math.nan))
-        return pd.DataFrame(rows, columns=list(WALD_COLUMNS)).astype({"chi2": float, "df": float, "p": float})
+            rows.append((f"not fitted: {self.failure}", math.nan, math.nan, math.nan, math.nan, ""))
+        return pd.DataFrame(rows, columns=list(WALD_COLUMNS)).astype(
+            {"chi2": float, "df": float, "p": float, "detectable_effect": float})
 
 
 def _empty_effects() -> pd.DataFrame:
     return pd.DataFrame({"effect": pd.Series(dtype=object), "chi2": pd.Series(dtype=float),
-                         "df": pd.Series(dtype=float), "p": pd.Series(dtype=float)})
+                         "df": pd.Series(dtype=float), "p": pd.Series(dtype=float),
+                         "detectable_effect": pd.Series(dtype=float), "detectable_method": pd.Series(dtype=object)})
 
 
 def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[str] = ()) -> tuple[pd.DataFrame,
@@ -287,7 +293,7 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
         except ValueError as exc:
             result.dropped.append((label, f"too few question clusters to test it: {exc}"))
             continue
-        rows.append((label, chi2, float(len(index)), p))
+        rows.append((label, chi2, float(len(index)), p, wald_detectable(block, n_clusters), ANALYTIC_WALD))
     result.effects = pd.DataFrame(rows, columns=list(WALD_COLUMNS))
     return result
 

@@ -35,7 +35,7 @@ import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -175,6 +175,8 @@ class Shift:
         p: One-sided permutation p-value of the excess (NaN with one repetition).
         n_questions: Questions the three values average over.
         n_permutations: Permutations behind ``p`` (0 when there is none).
+        null: The permuted excesses behind ``p`` (None without a test), for the detectable effect
+            (:func:`prism.stats.power.permutation_detectable`).
     """
 
     between: float
@@ -185,6 +187,7 @@ class Shift:
     p: float
     n_questions: int
     n_permutations: int
+    null: NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def undefined(cls) -> Shift:
@@ -392,7 +395,7 @@ def shift(data: StepData, *, n_boot: int, n_permutations: int, seed: int, level:
     low, high = percentile_interval(resampled, excess, level)
     permuted = _permutations(data, n_permutations, np.random.default_rng(perm_seed))
     p = (1 + int((permuted >= excess - _TIE_TOLERANCE).sum())) / (1 + n_permutations)
-    return Shift(between, within, excess, low, high, p, len(data.matrices), n_permutations)
+    return Shift(between, within, excess, low, high, p, len(data.matrices), n_permutations, permuted)
 
 
 def is_shift(excess: float, p_holm: float, alpha: float = SIGNIFICANCE) -> bool:

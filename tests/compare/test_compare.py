@@ -313,10 +313,11 @@ def test_filters_select_models_and_sweeps(store: Store) -> None:
     only_beta = store.compare("filters.models=[beta]", name="beta-only")
     assert [r.run_id for r in only_beta.runs] == [store.ids["beta"]]
     # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles, roles and clustered models,
-    # and the read-outs of one model (no divergence beyond noise).
+    # and the read-outs of one model (no divergence beyond noise); rank_robustness is always written, empty here.
     assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "roles", "gee_wald", "scorecard",
                                      "sensitivity_axes", "measure_agreement", "gee_by_dataset",
-                                     "consistency_by_type"}
+                                     "consistency_by_type", "rank_robustness"}
+    assert only_beta.tables["rank_robustness"].empty
     assert store.compare(f"filters.sweep={store.sweep}", name="sweep").runs[1].run_id == store.ids["beta"]
     with pytest.raises(CompareError, match="no FINISHED run of model delta"):
         store.compare("filters.models=[beta,delta]", name="missing")

@@ -138,7 +138,8 @@ def test_both_fits_find_the_planted_dataset_type_effect(runs: dict[str, Any]) ->
     assert tested.loc[("dataset", "dataset"), "chi2"] == pytest.approx(tested.loc[("dataset_type", "dataset_type"),
                                                                                   "chi2"])
     local = runs["root"] / "fits" / "comparison"
-    assert list(pd.read_csv(local / "gee_wald.csv").columns) == ["fit", "effect", "chi2", "df", "p"]
+    assert list(pd.read_csv(local / "gee_wald.csv").columns) == ["fit", "effect", "chi2", "df", "p",
+                                                                   "detectable_effect", "detectable_method"]
     by_dataset = pd.read_csv(local / "gee_by_dataset.csv")
     assert list(dict.fromkeys(by_dataset["dataset"])) == ["arc_challenge", "custom"]
     assert set(by_dataset.loc[by_dataset["chi2"].notna(), "effect"]) >= {"model", "condition"}

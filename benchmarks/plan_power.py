@@ -1,0 +1,255 @@
+"""Power planning (issue 40): is a plan right, are the detectable effects right, is the ranking calibrated?
+
+Every figure is a seeded simulation on scripted models with planted effects (CPU only, no model):
+
+- ``grid``: the plan for the 5 x 5 ``labels x option_order`` grid of BENCHMARKS.md section 11 (its response
+  model: intercept 1.2, question intercept u ~ N(0, 0.5), its main effects per axis value, 3 repetitions),
+  a single-cell interaction of ``--effect`` logits in ``labels.numbers__option_order.reverse``: simulated
+  power of the GEE's ``labels:option_order`` test (Hotelling's reference) at each n, the same fit
+  ``comparison/gee_wald.csv`` makes;
+- ``calibration``: (1) the n ``prism.plan`` recommends for a shift reaches the stated power within 5 points
+  over fresh studies at that n, and misses it at half that n; (2) under the null the rejection rate stays at
+  the level; (3) the detectable effect compare reports matches the simulated power curve's 80% point (shift
+  and McNemar); (4) the ranking probability of ``rank_robustness.csv`` is calibrated against replicate
+  studies with planted gaps.
+
+    PYTHONPATH=. python -m benchmarks.plan_power --part grid --sims 120 --n 30,50,70
+    PYTHONPATH=. python -m benchmarks.plan_power --part calibration --sims 400
+    python -m benchmarks --only plan --quick          # both parts at toy size, to check the harness
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.common import Context, Section
+from prism.compare.rank_robustness import rank_robustness_table
+from prism.compare.tables import ModelCells
+from prism.config import PlanConfig
+from prism.plan.core import make_plan, power_at, wilson
+from prism.plan.simulate import Grid, interaction_study, shift_study, stated_population
+from prism.stats import basics, power, shifts
+
+# BENCHMARKS.md section 11's response model (scripts/grid_interaction_rates.py).
+LABEL_EFFECT = {"P0": 0.0, "numbers": -0.3, "lower": -0.1, "roman": -0.6, "symbols": -0.4}
+ORDER_EFFECT = {"P0": 0.0, "reverse": -0.5, "rotate": -0.2, "swap_ends": -0.3, "shuffle": -0.4}
+PLANTED = "labels.numbers__option_order.reverse"
+
+
+def section11_grid() -> Grid:
+    """The 5 x 5 grid of section 11 with its main effects, baseline cell first."""
+    cells, logits = {}, {}
+    for label, a in LABEL_EFFECT.items():
+        for order, b in ORDER_EFFECT.items():
+            name = "P0" if (label, order) == ("P0", "P0") else f"labels.{label}__option_order.{order}"
+            cells[name] = (label, order)
+            logits[name] = 1.2 + a + b
+    return Grid(("labels", "option_order"), cells, logits, spread=0.5, options=4)
+
+
+def _rate(hits: int, total: int) -> str:
+    low, high = wilson(hits, total)
+    return f"{hits}/{total} = {hits / total:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def grid_part(ns: Sequence[int], sims: int, effect: float, reps: int = 3) -> list[str]:
+    """Simulated power of the 5 x 5 grid's interaction test at each n (the plan for section 11's question)."""
+    grid = section11_grid()
+    lines = ["| questions | planted | rejected at 5% [95% Wilson] | s |", "|---:|---:|---|---:|"]
+    first = None
+    for n in ns:
+        started = time.perf_counter()
+
+        def study(n_: int, r: int, seed: int) -> bool:
+            return interaction_study(grid, n_, r, PLANTED, effect, 0.05, seed)
+
+        hits = power_at(study, n, reps, sims, 40)
+        lines.append(f"| {n} | {effect:+g} | {_rate(hits, sims)} | {time.perf_counter() - started:.0f} |")
+        print(lines[-1], flush=True)
+        if first is None and hits / sims >= 0.8:
+            first = n
+    lines += ["", f"Smallest n tried reaching 0.8: {first if first is not None else 'none'}."]
+    return lines
+
+
+def shift_detectable_check(n: int, reps: int, family: int, sims: int, seed: int) -> list[str]:
+    """Compare's detectable excess on null studies against the simulated power at that excess."""
+    population = stated_population(0.6, 0.5, 4, ["C0", "C1"], seed=seed)
+    level = power.holm_level(family)
+    rng = np.random.default_rng(seed)
+    figures = []
+    for k in range(5):  # the detectable effect of five null studies, as compare would report each
+        chosen = rng.integers(0, len(population.probs), n)
+        base = population.probs[chosen, 0]
+        blocks = []
+        for _ in range(1):
+            from prism.plan.simulate import _draw
+
+            a, b = _draw(rng, base, reps), _draw(rng, base, reps)
+            for x, y in zip(a, b, strict=True):
+                cats = np.concatenate([x, y])
+                blocks.append((np.asarray(cats[:, None] != cats[None, :], dtype=np.float64), reps, reps))
+        est = shifts.shift(shifts.StepData.from_blocks(blocks), n_boot=1, n_permutations=2000, seed=seed + k)
+        assert est.null is not None
+        figures.append(power.permutation_detectable(est.null, level))
+    detectable = float(np.mean(figures))
+    hits = sum(shift_study(population, n, reps, detectable, level, 1000, 9000 + i) for i in range(sims))
+    return [f"| shift (excess), n={n}, R={reps}, Holm family {family} | {detectable:.4f} "
+            f"(five null studies: {min(figures):.4f}-{max(figures):.4f}) | {_rate(hits, sims)} |"]
+
+
+def mcnemar_detectable_check(n: int, accuracy: float, sims: int, seed: int) -> list[str]:
+    """The McNemar detectable |delta| against the simulated power of that difference (one condition)."""
+    rng = np.random.default_rng(seed)
+    p = 1 / (1 + np.exp(-(math.log(accuracy / (1 - accuracy)) + rng.normal(0, 1.0, 4000))))
+    from prism.plan.simulate import _logit_shift
+
+    # One null study's observed discordant share, as compare would see it, gives the figure.
+    q = p[rng.integers(0, len(p), n)]
+    a, b = rng.random(n) < q, rng.random(n) < q
+    discordant = float(np.mean(a != b))
+    detectable = power.mcnemar_detectable(n, discordant)
+    moved = _logit_shift(p, -detectable)
+    hits = 0
+    for _ in range(sims):
+        idx = rng.integers(0, len(p), n)
+        x, y = rng.random(n) < p[idx], rng.random(n) < moved[idx]
+        hits += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < 0.05
+    return [f"| McNemar (accuracy), {n} pairs, discordant {discordant:.3f} | {detectable:.4f} | {_rate(hits, sims)} |"]
+
+
+def rank_check(gaps: Sequence[float], studies: int, n: int, resamples: int, seed: int) -> list[str]:
+    """Reported P(a above b) against the share of replicate studies in which a ranks above b."""
+    conditions = ("P0", "P1", "P2", "P3", "P4")
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(0, 1.0, 5000)
+    prompt_a = rng.normal(0, 0.3, len(conditions))  # each model's own prompt effects (logits), fixed
+    prompt_b = rng.normal(0, 0.3, len(conditions))
+    lines = ["| planted gap (logits) | mean reported P(a > b) | share of replicate studies with a above b | "
+             "difference |", "|---:|---:|---:|---:|"]
+
+    def study(gap: float, s: int) -> tuple[ModelCells, ModelCells, bool]:
+        g = np.random.default_rng(s)
+        idx = g.integers(0, len(difficulty), n)
+        frames, truth = [], []
+        for label, shift, effects in (("a", gap, prompt_a), ("b", 0.0, prompt_b)):
+            eta = 0.3 + shift + difficulty[idx][:, None] + effects[None, :]
+            correct = g.random(eta.shape) < 1 / (1 + np.exp(-eta))
+            rows = pd.DataFrame({"question_id": np.repeat([f"q{i}" for i in range(n)], len(conditions)),
+                                 "condition": np.tile(conditions, n), "repetition": 0,
+                                 "correct": correct.ravel(), "category": "A", "correct_answer": "A"})
+            frames.append(ModelCells(label, f"run-{label}", conditions, rows, model=label, axis="prism",
+                                     dataset="d", question_set="qs"))
+            truth.append(correct)
+        # The replicate's own ranking at a prompt drawn at random, as a leaderboard would show it.
+        c = g.integers(0, len(conditions))
+        a_above = truth[0][:, c].mean() > truth[1][:, c].mean() or (
+            truth[0][:, c].mean() == truth[1][:, c].mean() and g.random() < 0.5)
+        return frames[0], frames[1], bool(a_above)
+
+    for gap in gaps:
+        reported, above = [], 0
+        for s in range(studies):
+            a, b, a_above = study(gap, seed * 7919 + s)
+            table = rank_robustness_table([a, b], resamples=resamples, seed=s)
+            row = table.iloc[0]
+            p = float(row["prob_a_above_b"]) if row["model_a"] == "a" else 1 - float(row["prob_a_above_b"])
+            reported.append(p)
+            above += a_above
+        mean = float(np.mean(reported))
+        lines.append(f"| {gap:+g} | {mean:.3f} | {above / studies:.3f} ({above}/{studies}) | "
+                     f"{mean - above / studies:+.3f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def calibration_part(sims: int, quick: bool, skip_ranking: bool = False) -> list[str]:
+    """The plan's recommended n, the null rate, detectable effects and the ranking's calibration."""
+    cfg = PlanConfig(pilot=False, n=[25, 50, 100, 200, 400], repetitions=[3], simulations=sims,
+                     permutations=1000, seed=0)
+    cfg.rates.conditions = 5
+    cfg.effect.size = 0.06
+    started = time.perf_counter()
+    result = make_plan(cfg)
+    best = result.refined[3]
+    lines = [f"**Plan for a shift of 0.06 (stated rates: accuracy 0.6, spread 0.5, 4 options, 5 conditions so a "
+             f"Holm family of 4, level {result.level:.4f}), 3 repetitions, {sims} studies per point** "
+             f"({time.perf_counter() - started:.0f} s):", "",
+             "| n | simulated power [95% Wilson] |", "|---:|---|",
+             *[f"| {int(r['n'])} | {_rate(int(r['rejected']), int(r['simulations']))} |"
+               for r in result.table.to_dict("records")], "",
+             f"Recommended: n = {best} (first tried n reaching 0.8: {result.recommended[3]}).", ""]
+    print("\n".join(lines), flush=True)
+    population = stated_population(0.6, 0.5, 4, [f"C{i}" for i in range(5)], seed=0)
+    fresh = 2 * sims
+
+    def at(n: int, size: float) -> int:
+        return sum(shift_study(population, n, 3, size, result.level, 1000, 50_000 + i) for i in range(fresh))
+
+    if best is not None:
+        lines += ["| check | n | rejected (fresh seeds) |", "|---|---:|---|",
+                  f"| planted 0.06 at the recommended n | {best} | {_rate(at(best, 0.06), fresh)} |",
+                  f"| planted 0.06 at half of it | {best // 2} | {_rate(at(best // 2, 0.06), fresh)} |",
+                  f"| no effect (null) at the recommended n, level {result.level:.4f} | {best} | "
+                  f"{_rate(at(best, 0.0), fresh)} |", ""]
+        print("\n".join(lines[-6:]), flush=True)
+    null_mcnemar = 0
+    rng = np.random.default_rng(5)
+    for _ in range(fresh):
+        p = rng.uniform(0.2, 0.9, 60)
+        x, y = rng.random(60) < p, rng.random(60) < p
+        null_mcnemar += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < 0.05
+    lines += [f"Null McNemar (60 pairs, question accuracies uniform on [0.2, 0.9]): rejected "
+              f"{_rate(null_mcnemar, fresh)} at 0.05 (the exact test is conservative).", "",
+              "| detectable effect | compare reports | simulated power at it |", "|---|---:|---|"]
+    lines += shift_detectable_check(40, 3, 4, fresh, 3)
+    lines += mcnemar_detectable_check(200, 0.6, fresh, 4)
+    lines += [""]
+    print("\n".join(lines[-4:]), flush=True)
+    if skip_ranking:
+        return lines
+    lines += ["", "**Ranking calibration, 50 questions** (question noise comparable to the prompt effects):", ""]
+    lines += rank_check((0.0, 0.1, 0.2, 0.4), 40 if quick else 200, 50, 500, 11)
+    lines += ["", "**Ranking calibration, 400 questions** (the prompt effects dominate):", ""]
+    lines += rank_check((0.0, 0.1, 0.2, 0.4), 20 if quick else 100, 400, 500, 12)
+    return lines
+
+
+def run(ctx: Context) -> Section:
+    """Both parts, for ``python -m benchmarks --only plan``."""
+    sims = 20 if ctx.quick else 200
+    body = ["**5 x 5 grid, single-cell interaction of -1.5 logits**", "",
+            *grid_part((30, 60) if ctx.quick else (30, 50, 70), 6 if ctx.quick else 120, -1.5), "",
+            *calibration_part(sims, ctx.quick)]
+    return Section("Power planning (issue 40)", "python -m benchmarks --only plan", body)
+
+
+def main() -> None:
+    """Print one part's Markdown."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("grid", "calibration"), required=True)
+    parser.add_argument("--sims", type=int, default=200)
+    parser.add_argument("--n", default="30,50,70")
+    parser.add_argument("--effect", type=float, default=-1.5)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-ranking", action="store_true", help="calibration without the ranking checks")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    if args.part == "grid":
+        lines = grid_part([int(v) for v in args.n.split(",")], args.sims, args.effect)
+    else:
+        lines = calibration_part(args.sims, args.quick, args.skip_ranking)
+    print("\n".join(lines))
+    print(f"\n_(took {time.perf_counter() - started:.0f} s)_")
+
+
+if __name__ == "__main__":
+    main()
+
+
