@@ -311,6 +311,17 @@ class CompareDifferences:
 
 
 @dataclass
+class CompareEmbedding:
+    """The sentence embeddings behind the ``embedding_cosine`` measure (``pip install -e '.[meaning]'``)."""
+
+    # The cache of embeddings by text (SQLite); null: embeddings.sqlite beside the default completion
+    # store, .prism/embeddings.sqlite.
+    cache: str | None = None
+    # Response texts embedded per batch (only texts not yet cached are embedded).
+    batch_size: int = 64
+
+
+@dataclass
 class CompareConfig:
     """A comparison of finished runs read from MLflow (see ``prism.compare``).
 
@@ -334,10 +345,11 @@ class CompareConfig:
     # Bootstrap resamples (B) and seed of every interval.
     bootstrap: int = 2000
     seed: int = 0
-    # Shifts (change beyond noise): difference measures (answer, token_jaccard, edit_distance) and label permutations
-    # behind each step's p-value.
+    # Shifts (change beyond noise): difference measures (answer, token_jaccard, edit_distance, prob_tv,
+    # embedding_cosine) and label permutations behind each step's p-value.
     measures: list[str] = field(default_factory=lambda: ["answer"])
     permutations: int = 2000
+    embedding: CompareEmbedding = field(default_factory=CompareEmbedding)
     # Compare runs whose question set, template version, parser version or generation parameters
     # differ; the comparison run records that it was used.
     allow_mismatch: bool = False

@@ -38,7 +38,7 @@ from prism.compare.select import (
 )
 from prism.compare.tables import DIVERGENCE_COLUMNS, PAIRS, ModelCells, ordered_scale_notes
 from prism.config import CompareConfig
-from prism.stats.shifts import DEFAULT_MEASURE
+from prism.stats.shifts import DEFAULT_MEASURE, EMBEDDING_MEASURES
 
 if TYPE_CHECKING:
     from prism.conditions import ConditionSet
@@ -85,6 +85,8 @@ class ComparisonResult:
     baseline: str
     n_boot: int
     notes: list[str] = field(default_factory=list)
+    # With embedding_cosine: the embedding model's identity and cache, as logged (prism.compare.embedding).
+    embedding: dict[str, str] = field(default_factory=dict)
 
 
 def selection_from_config(cfg: CompareConfig) -> Selection:
@@ -240,6 +242,13 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     permutations = cfg.permutations
     if permutations < 1:
         raise CompareError(f"permutations must be at least 1, got {permutations}")
+    wants_embeddings = bool(set(measures) & set(EMBEDDING_MEASURES))
+    if wants_embeddings:  # refused with the install command before any run is read
+        from prism.compare import embedding
+
+        embedding.require()
+        if cfg.embedding.batch_size < 1:
+            raise CompareError(f"embedding.batch_size must be at least 1, got {cfg.embedding.batch_size}")
     allow_mismatch = cfg.allow_mismatch
     selection = selection_from_config(cfg)
     experiment = cfg.tracking.experiment
@@ -261,8 +270,13 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
+    embed, embedding_params = None, {}
+    if wants_embeddings:
+        embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
+                                                              cfg.embedding.batch_size)
     tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection))
+                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
+                          embed=embed)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -283,7 +297,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
                             "pairs": pairs, "reference": reference or "",
-                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
+                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair),
+                            **embedding_params})
         tracker.log_metrics(metrics)
         for path in files:
             tracker.log_artifact(path, ARTIFACT_DIR)
@@ -292,7 +307,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         raise
     tracker.end("FINISHED")
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
-                            out, baseline, n_boot, notes)
+                            out, baseline, n_boot, notes, embedding_params)
 
 
 def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[RunSummary],
