@@ -41,6 +41,7 @@ from prism.config import CompareConfig
 from prism.stats.shifts import DEFAULT_MEASURE, EMBEDDING_MEASURES
 
 if TYPE_CHECKING:
+    from prism.compare.embedding import TextEmbeddings
     from prism.conditions import ConditionSet
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
-    embed, embedding_params = None, {}
+    embed: TextEmbeddings | None = None
+    embedding_params: dict[str, str] = {}
     if wants_embeddings:
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
