@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -37,6 +39,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prism.compare.select import CompareError
+
+log = logging.getLogger(__name__)
 
 # The measure's name in ``measures=[...]`` (:data:`prism.stats.shifts.MEASURES`).
 MEASURE = "embedding_cosine"
@@ -319,8 +323,12 @@ def embeddings_for(frames: Iterable[Any], cache_path: str | Path | None = None,
     identity = model_identity()
     path = Path(cache_path) if cache_path else default_cache_path()
     cache = EmbeddingCache(path)
+    started = time.perf_counter()
     try:
-        embeddings, _ = embed_texts(response_texts(frames), cache, identity.weights_sha256, batch_size=batch_size)
+        texts = response_texts(frames)
+        embeddings, made = embed_texts(texts, cache, identity.weights_sha256, batch_size=batch_size)
     finally:
         cache.close()
+    log.info("%s: %d responses, %d distinct texts, %d embedded now (the rest cached in %s), %.1f s (model load "
+             "included)", MEASURE, len(texts), len(embeddings.vectors), made, path, time.perf_counter() - started)
     return embeddings, identity, {**identity.params(), CACHE_PARAM: str(path)}
