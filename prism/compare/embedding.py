@@ -212,6 +212,7 @@ class Encoder:
         Raises:
             EmbeddingError: If the extra is missing or the model cannot be loaded.
         """
+        started = time.perf_counter()
         folder = weights_dir()
         # The weights are on disk: a hub lookup would only fail slowly without network, or fetch something else.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -222,6 +223,7 @@ class Encoder:
             self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         except Exception as exc:  # any failure of the third-party loader is one fixable message
             raise EmbeddingError(f"cannot load {MODEL_NAME} from {folder}: {exc}; reinstall it with {INSTALL}") from exc
+        log.info("%s loaded from %s in %.1f s", MODEL_NAME, folder, time.perf_counter() - started)
 
     def __call__(self, texts: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> NDArray[np.float32]:
         """The texts' embeddings, (len(texts), 384), unit length (the model's own Normalize step)."""
