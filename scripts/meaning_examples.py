@@ -61,10 +61,13 @@ def main() -> None:
                   f"  {args.baseline}: {json.dumps(a.get('response'))}\n"
                   f"  {b['condition']}: {json.dumps(b.get('response'))}")
 
-    show("Meaning moves, the answer does not (same answer, largest distance)",
-         sorted((r for r in rows if r[1]), key=lambda r: -r[0])[: args.top])
-    show("The answer moves, the meaning does not (different answer, smallest distance)",
-         sorted((r for r in rows if not r[1]), key=lambda r: r[0])[: args.top])
+    # Only pairs where both answers were recovered: UNKNOWN on both sides is "the same answer" to the answer
+    # measure, but not an answer that stayed.
+    answered = [r for r in rows if r[2].get("answer") is not None and r[3].get("answer") is not None]
+    show("Meaning moves, the answer does not (same recovered answer, largest distance)",
+         sorted((r for r in answered if r[1]), key=lambda r: -r[0])[: args.top])
+    show("The answer moves, the meaning does not (different recovered answers, smallest distance)",
+         sorted((r for r in answered if not r[1]), key=lambda r: r[0])[: args.top])
 
 
 if __name__ == "__main__":
