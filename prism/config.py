@@ -623,6 +623,17 @@ class CompareDifferences:
 
 
 @dataclass
+class CompareEmbedding:
+    """The sentence embeddings behind the ``embedding_cosine`` measure (``pip install -e '.[meaning]'``)."""
+
+    # The cache of embeddings by text (SQLite); null: embeddings.sqlite beside the default completion
+    # store, .prism/embeddings.sqlite.
+    cache: str | None = None
+    # Response texts embedded per batch (only texts not yet cached are embedded).
+    batch_size: int = 64
+
+
+@dataclass
 class CompareConfig:
     """A comparison of finished runs read from MLflow (see ``prism.compare``).
 
@@ -646,13 +657,14 @@ class CompareConfig:
     # Bootstrap resamples (B) and seed of every interval.
     bootstrap: int = 2000
     seed: int = 0
-    # Shifts (change beyond noise): difference measures (answer, token_jaccard, edit_distance) and label permutations
-    # behind each step's p-value.
+    # Shifts (change beyond noise): difference measures (answer, token_jaccard, edit_distance, prob_tv,
+    # embedding_cosine) and label permutations behind each step's p-value.
     measures: list[str] = field(default_factory=lambda: ["answer"])
     permutations: int = 2000
     # Simulated draws a comparison makes beyond its bootstrap and permutations (the resamples of questions and
     # prompt behind rank_robustness.csv); seeded by ``seed``.
     power_simulations: int = 1000
+    embedding: CompareEmbedding = field(default_factory=CompareEmbedding)
     # Compare runs whose question set, template version, parser version or generation parameters
     # differ; the comparison run records that it was used.
     allow_mismatch: bool = False
@@ -679,6 +691,8 @@ class CompareConfig:
         for key, value in (("bootstrap", self.bootstrap), ("permutations", self.permutations)):
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1, got {value}")
+        if self.embedding.batch_size < 1:
+            raise ConfigError(f"embedding.batch_size must be at least 1, got {self.embedding.batch_size}")
         if self.power_simulations < 1:
             raise ConfigError(f"power_simulations must be at least 1, got {self.power_simulations}: it is how many "
                               "resamples of questions and prompt rank_robustness.csv draws (1000 by default)")

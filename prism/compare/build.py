@@ -28,13 +28,14 @@ from prism.compare.tables import (
     model_pairs,
     sensitivity_table,
 )
-from prism.stats.shifts import DEFAULT_MEASURE
+from prism.stats.shifts import DEFAULT_MEASURE, EMBEDDING_MEASURES, Embed
 
 
 def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed: int,
                  measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
                  reference: str | None = None, max_per_pair: int | None = None,
-                 references: Mapping[str, str] | None = None, power_simulations: int = 1000) -> dict[str, pd.DataFrame]:
+                 references: Mapping[str, str] | None = None, power_simulations: int = 1000,
+                 embed: Embed | None = None) -> dict[str, pd.DataFrame]:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
     The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
@@ -56,14 +57,19 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         references: Question set -> reference run id for the other sets (a set missing here, and not
             holding ``reference``, takes its first run).
         power_simulations: Resamples of questions and prompt behind ``rank_robustness`` (two or more runs).
+        embed: The responses' embeddings (texts -> vectors, :func:`prism.compare.embedding.embeddings_for`),
+            which ``embedding_cosine`` needs.
 
     Raises:
         CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
-            the reference is not a compared run, or the cap is negative.
+            the reference is not a compared run, the cap is negative, or ``embedding_cosine`` has no ``embed``.
     """
     try:
         tables = {"sensitivity": sensitivity_table(models, baseline, n_boot=n_boot, seed=seed)}
         measures = check_measures(measures)
+        if embed is None and set(measures) & set(EMBEDDING_MEASURES):
+            raise ValueError("the embedding_cosine measure needs the responses' embeddings: pass embed= "
+                             "(prism.compare.embedding.embeddings_for)")
         chosen = dict(references or {})
         if reference is not None:
             model_pairs(models, pairs, reference)  # refuses a reference that is not a compared run
@@ -84,14 +90,15 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         except ValueError as exc:
             raise CompareError(str(exc)) from exc
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.
-    tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed)
+    tables["shifts"] = shifts_table(models, baseline, measures, n_boot=n_boot, n_permutations=permutations, seed=seed,
+                                    embed=embed)
     tables["profile"] = profile_table(models, tables["shifts"])
     tables["roles"] = roles_table(models, tables["shifts"])  # each step's role from the keys, beside its shift
     tables["gee_wald"], tables["gee_by_dataset"] = gee_tables(models, baseline)
     tables["consistency_by_type"] = consistency_by_type_table(models, baseline)
     # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
     tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
-                                 n_permutations=permutations, seed=seed))
+                                 n_permutations=permutations, seed=seed, embed=embed))
     # Both readings (runs with generation.label_probs=true only): prism.compare.label_prob_tables.
     if any(has_probabilities(m) for m in models):
         tables["readings"] = readings_table(models, baseline)

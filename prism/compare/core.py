@@ -55,9 +55,10 @@ from prism.run.names import (
     TAG_VERSION,
     LoggedRun,
 )
-from prism.stats.shifts import DEFAULT_MEASURE
+from prism.stats.shifts import DEFAULT_MEASURE, EMBEDDING_MEASURES
 
 if TYPE_CHECKING:
+    from prism.compare.embedding import TextEmbeddings
     from prism.conditions import ConditionSet
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,8 @@ class ComparisonResult:
     baseline: str
     n_boot: int
     notes: list[str] = field(default_factory=list)
+    # With embedding_cosine: the embedding model's identity and cache, as logged (prism.compare.embedding).
+    embedding: dict[str, str] = field(default_factory=dict)
 
 
 def selection_from_config(cfg: CompareConfig) -> Selection:
@@ -250,6 +253,11 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     measures = list(cfg.measures) or [DEFAULT_MEASURE]
     permutations = cfg.permutations
+    wants_embeddings = bool(set(measures) & set(EMBEDDING_MEASURES))
+    if wants_embeddings:  # refused with the install command before any run is read
+        from prism.compare import embedding
+
+        embedding.require()
     allow_mismatch = cfg.allow_mismatch
     selection = selection_from_config(cfg)
     experiment = cfg.tracking.experiment
@@ -271,9 +279,14 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     models = load_models(runs, uri)
+    embed: TextEmbeddings | None = None
+    embedding_params: dict[str, str] = {}
+    if wants_embeddings:
+        embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
+                                                              cfg.embedding.batch_size)
     tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
                           max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
-                          power_simulations=cfg.power_simulations)
+                          power_simulations=cfg.power_simulations, embed=embed)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -295,7 +308,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
                             "measures": ",".join(measures), "permutations": str(permutations),
                             "power_simulations": str(cfg.power_simulations),
                             "pairs": pairs, "reference": reference or "",
-                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair)})
+                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair),
+                            **embedding_params})
         tracker.log_metrics(metrics)
         for path in files:
             tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
@@ -304,7 +318,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         raise
     tracker.end(FINISHED)
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
-                            out, baseline, n_boot, notes)
+                            out, baseline, n_boot, notes, embedding_params)
 
 
 def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[LoggedRun],

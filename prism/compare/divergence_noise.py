@@ -57,14 +57,14 @@ def _mean_off_diagonal(block: np.ndarray) -> float:
 
 
 def pair_step(a: dict[str, list[str | None]], b: dict[str, list[str | None]],
-              measure: str) -> tuple[shifts.StepData, float, float]:
+              measure: str, embed: shifts.Embed | None = None) -> tuple[shifts.StepData, float, float]:
     """The two models' responses as one step (a's first), and the mean within of each over the repeated questions."""
     blocks, own_a, own_b = [], [], []
     for question, values_a in a.items():
         values_b = b.get(question)
         if not values_b:
             continue
-        matrix = shifts.difference_matrix([*values_a, *values_b], measure)
+        matrix = shifts.difference_matrix([*values_a, *values_b], measure, embed)
         n_a = len(values_a)
         blocks.append((matrix, n_a, len(values_b)))
         if n_a >= 2 and len(values_b) >= 2:
@@ -86,7 +86,7 @@ def _unrepeated(a: ModelCells, b: ModelCells, condition: str) -> str:
 
 
 def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_boot: int, n_permutations: int,
-                           seed: int) -> pd.DataFrame:
+                           seed: int, embed: shifts.Embed | None = None) -> pd.DataFrame:
     """Cross-model difference beyond both models' own noise, per pair, shared condition and measure.
 
     Args:
@@ -95,6 +95,7 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
         n_boot: Two-level bootstrap resamples.
         n_permutations: Label permutations behind each p-value.
         seed: Seeds every bootstrap and permutation (:func:`prism.stats.shifts.shift`).
+        embed: Texts -> embeddings, for ``embedding_cosine`` (:mod:`prism.compare.embedding`).
 
     Returns:
         Columns :data:`NOISE_COLUMNS`, per pair in the given order, per measure, conditions in a's order.
@@ -114,7 +115,7 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
             group: list[dict[str, Any]] = []
             for condition in shared_conditions(a, b):
                 data, within_a, within_b = pair_step(responses(a, condition, measure),
-                                                     responses(b, condition, measure), measure)
+                                                     responses(b, condition, measure), measure, embed)
                 if not data.matrices:  # prob_tv without probabilities, or no question both answered
                     continue
                 est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)

@@ -30,7 +30,7 @@ PROFILE_COLUMNS = ("model", "axis", "scale", "from", "to", "from_condition", "to
 
 # The response field each measure compares: answer categories (UNKNOWN spelled out) or raw texts.
 MEASURE_FIELDS = {"answer": "category", "token_jaccard": "response", "edit_distance": "response",
-                  "prob_tv": "option_probs"}
+                  "prob_tv": "option_probs", "embedding_cosine": "response"}
 
 
 def measure_values(cells: pd.DataFrame, measure: str) -> pd.Series:
@@ -59,7 +59,8 @@ def check_measures(measures: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(measures))
 
 
-def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _questions(model: ModelCells, measure: str,
+               embed: shifts.Embed | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per question: the difference matrix over all its responses and each response's condition."""
     order = {c: i for i, c in enumerate(model.conditions)}
     cells = model.cells.assign(_c=model.cells["condition"].map(order)).sort_values(["_c", "repetition"],
@@ -69,7 +70,8 @@ def _questions(model: ModelCells, measure: str) -> dict[str, tuple[np.ndarray, n
     listed, conditions = values.tolist(), cells["condition"].to_numpy()
     out = {}
     for question, rows in question_rows(cells["question_id"]):
-        out[question] = (shifts.difference_matrix([listed[i] for i in rows.tolist()], measure), conditions[rows])
+        out[question] = (shifts.difference_matrix([listed[i] for i in rows.tolist()], measure, embed),
+                         conditions[rows])
     return out
 
 
@@ -112,7 +114,7 @@ def step_origins(model: ModelCells, baseline: str) -> dict[str, str]:
 
 
 def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence[str], *, n_boot: int,
-                 n_permutations: int, seed: int) -> pd.DataFrame:
+                 n_permutations: int, seed: int, embed: shifts.Embed | None = None) -> pd.DataFrame:
     """Each non-baseline condition against where its step starts, per run and measure.
 
     Each row is :func:`prism.stats.shifts.shift` of one step.
@@ -123,7 +125,8 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     ``p_holm`` is Holm-adjusted (:func:`prism.stats.basics.holm`) over every step tested for one model (its
     ``model.name``, over all its runs and axes) and one measure; ``shift`` is an excess above 0 with
     ``p_holm`` below 0.05. Runs without repetitions have no within: ``excess`` and ``p`` are empty and
-    ``excess_ci_low``/``excess_ci_high`` hold the interval of the between.
+    ``excess_ci_low``/``excess_ci_high`` hold the interval of the between. ``embed`` (texts -> embeddings,
+    :mod:`prism.compare.embedding`) is what ``embedding_cosine`` reads.
 
     Returns:
         Columns :data:`SHIFT_COLUMNS`, per run in the given order, per measure, steps in condition order.
@@ -133,7 +136,7 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
         for measure in measures:
             if measure == "prob_tv" and "option_probs" not in model.cells:
                 continue
-            questions = _questions(model, measure)
+            questions = _questions(model, measure, embed)
             if not questions:  # prob_tv of a run without probabilities: nothing to compare
                 continue
             for condition, start in step_origins(model, baseline).items():

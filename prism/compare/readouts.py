@@ -22,13 +22,14 @@ from prism.compare.measure_agreement import measure_agreement_table
 from prism.compare.scorecard import scorecard_table
 from prism.compare.sensitivity_axes import sensitivity_axes_table
 from prism.compare.tables import ModelCells, Pair
+from prism.stats.shifts import Embed
 
 READOUTS = ("scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise")
 
 
 def readout_tables(models: Sequence[ModelCells], tables: Mapping[str, pd.DataFrame], baseline: str,
                    measures: Sequence[str], pairs: Sequence[Pair], *, n_boot: int, n_permutations: int,
-                   seed: int) -> dict[str, pd.DataFrame]:
+                   seed: int, embed: Embed | None = None) -> dict[str, pd.DataFrame]:
     """The read-out tables of the compared runs, from their cells and the shifts table in ``tables``.
 
     Args:
@@ -40,6 +41,7 @@ def readout_tables(models: Sequence[ModelCells], tables: Mapping[str, pd.DataFra
         n_boot: Bootstrap resamples.
         n_permutations: Permutations behind each p-value.
         seed: Every resample's seed.
+        embed: Texts -> embeddings, for ``embedding_cosine``.
     """
     shifts = tables["shifts"]
     found = {"scorecard": scorecard_table(models, baseline, n_boot=n_boot, seed=seed),
@@ -47,5 +49,5 @@ def readout_tables(models: Sequence[ModelCells], tables: Mapping[str, pd.DataFra
              "measure_agreement": measure_agreement_table(shifts, measures)}
     if len(models) >= 2:
         found["divergence_noise"] = divergence_noise_table(pairs, measures, n_boot=n_boot,
-                                                           n_permutations=n_permutations, seed=seed)
+                                                           n_permutations=n_permutations, seed=seed, embed=embed)
     return found

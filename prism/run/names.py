@@ -60,6 +60,12 @@ PARAM_PROTOCOL_VERSION = "protocol_version"
 # A comparison run's params naming the runs it compared and their table labels, in table order.
 PARAM_COMPARED_RUN_IDS = "compared_run_ids"
 PARAM_COMPARED_MODELS = "compared_models"
+# Which sentence-embedding model made a comparison's embedding_cosine (prism.compare.embedding).
+PARAM_EMBEDDING_MODEL = "embedding.model"
+PARAM_EMBEDDING_PACKAGE = "embedding.weights_package"
+PARAM_EMBEDDING_SHA256 = "embedding.weights_sha256"
+PARAM_EMBEDDING_RUNTIME = "embedding.runtime"
+PARAM_EMBEDDING_CACHE = "embedding.cache"
 
 # ---- Artifacts -------------------------------------------------------------------------------------------
 # Folders of a run's output directory uploaded as artifacts, in upload order.

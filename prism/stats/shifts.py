@@ -17,6 +17,8 @@ Pure functions over numpy arrays, no I/O; the libraries do the work:
 
 - ``rapidfuzz.process.cdist`` with ``rapidfuzz.distance.Levenshtein.normalized_distance`` computes the
   ``edit_distance`` matrix (character Levenshtein distance over the longer response's length, in C);
+- ``embedding_cosine`` is 1 - cosine similarity of the responses' sentence embeddings, which the caller
+  supplies (``embed``: texts -> vectors; :mod:`prism.compare.embedding` makes them), one matrix product;
 - ``numpy.random.default_rng`` draws every resample and permutation (seeded; one stream each, so
   changing B never changes a p-value);
 - ``numpy.matmul`` evaluates the quadratic forms of all resamples of a question at once, and
@@ -34,7 +36,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +46,15 @@ from numpy.typing import NDArray
 from prism.stats.basics import LEVEL, SIGNIFICANCE, percentile_interval
 
 # Difference measures, by the names configs use. ``answer`` compares canonical answers (UNKNOWN an outcome
-# of its own) and is the default; the next two compare raw response texts; ``prob_tv`` compares the
-# first-token distributions over canonical options (runs with generation.label_probs=true).
-MEASURES: tuple[str, ...] = ("answer", "token_jaccard", "edit_distance", "prob_tv")
+# of its own) and is the default; the next two compare raw response texts' wording; ``prob_tv`` compares the
+# first-token distributions over canonical options (runs with generation.label_probs=true);
+# ``embedding_cosine`` compares the texts' meaning, their sentence embeddings (the ``[meaning]`` extra).
+MEASURES: tuple[str, ...] = ("answer", "token_jaccard", "edit_distance", "prob_tv", "embedding_cosine")
+# Measures that need the texts' embeddings (``embed`` of :func:`difference_matrix`).
+EMBEDDING_MEASURES: tuple[str, ...] = ("embedding_cosine",)
+
+# Texts -> their embeddings, one row per text.
+Embed = Callable[[Sequence[str]], NDArray[np.float64]]
 DEFAULT_MEASURE = "answer"
 
 # Permuted statistics within this of the observed one count as ties (as large as it): sums taken in another
@@ -61,23 +69,26 @@ _TOKEN = re.compile(r"\w+")
 # ---------------------------------------------------------------------------------------- measures
 
 
-def difference_matrix(values: Sequence[str | None], measure: str) -> NDArray[np.float64]:
-    """Pairwise differences, in [0, 1], among the responses of one question.
+def difference_matrix(values: Sequence[str | None], measure: str, embed: Embed | None = None) -> NDArray[np.float64]:
+    """Pairwise differences, in [0, 1] (``embedding_cosine``: [0, 2]), among the responses of one question.
 
     Args:
         values: For ``answer``, answer categories (:func:`prism.stats.basics.answer_categories`: a canonical
-            label or UNKNOWN); for ``token_jaccard`` and ``edit_distance``, raw response texts (None is
-            read as the empty text); for ``prob_tv``, canonical JSON objects of option -> probability.
+            label or UNKNOWN); for ``token_jaccard``, ``edit_distance`` and ``embedding_cosine``, raw response
+            texts (None is read as the empty text); for ``prob_tv``, canonical JSON objects of option ->
+            probability.
         measure: ``answer`` (1 when the categories differ), ``token_jaccard`` (1 - |A n B| / |A u B| of
             the two responses' word-token sets; 0 for two responses without tokens), ``edit_distance``
-            (Levenshtein distance over the longer text's length, by ``rapidfuzz``; 0 for two empty texts)
-            or ``prob_tv`` (total-variation distance between the two option distributions).
+            (Levenshtein distance over the longer text's length, by ``rapidfuzz``; 0 for two empty texts),
+            ``prob_tv`` (total-variation distance between the two option distributions) or
+            ``embedding_cosine`` (:func:`cosine_distances` of the texts' embeddings).
+        embed: Texts -> their embeddings; needed by ``embedding_cosine`` only.
 
     Returns:
         A symmetric m x m matrix with a zero diagonal.
 
     Raises:
-        ValueError: If the measure is not one of :data:`MEASURES`.
+        ValueError: If the measure is not one of :data:`MEASURES`, or ``embedding_cosine`` has no ``embed``.
     """
     if measure == "answer":
         cats = np.asarray([str(v) for v in values], dtype=object)
@@ -99,10 +110,51 @@ def difference_matrix(values: Sequence[str | None], measure: str) -> NDArray[np.
         options = sorted({k for d in dists for k in d})
         probs = np.asarray([[float(d.get(k, 0.0)) for k in options] for d in dists], dtype=np.float64)
         matrix = 0.5 * np.abs(probs[:, None, :] - probs[None, :, :]).sum(axis=2)
+    elif measure == "embedding_cosine":
+        if embed is None:
+            raise ValueError("the embedding_cosine measure needs the texts' embeddings (embed=...); "
+                             "prism.compare.embedding makes them")
+        texts = [v or "" for v in values]
+        matrix = cosine_distances(embed(texts), texts)
     else:
         raise ValueError(f"unknown difference measure {measure!r}; known: {', '.join(MEASURES)}")
     np.fill_diagonal(matrix, 0.0)  # a response never differs from itself (and is never paired with itself)
     return matrix
+
+
+def cosine_distances(vectors: NDArray[np.float64], keys: Sequence[str] | None = None) -> NDArray[np.float64]:
+    """1 - cosine similarity between every two rows of ``vectors``, in [0, 2].
+
+    Rows are scaled to unit length first (a zero row stays zero: its similarity is 0, distance 1). Two rows
+    with the same key (the same text) are exactly 0 apart, whatever the floating-point rounding of their
+    product; the result is symmetric and clipped to [0, 2] for the same reason.
+
+    Args:
+        vectors: (m, d) embeddings, one row per response.
+        keys: Optional (m,) identities of the rows (their texts).
+
+    Returns:
+        A symmetric m x m matrix with a zero diagonal.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2 or (keys is not None and len(keys) != vectors.shape[0]):
+        raise ValueError(f"cosine_distances needs an (m, d) matrix and m keys, got {vectors.shape} and "
+                         f"{None if keys is None else len(keys)} keys")
+    norms = np.linalg.norm(vectors, axis=1)
+    unit = vectors / np.where(norms > 0, norms, 1.0)[:, None]
+    distances = np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
+    distances = (distances + distances.T) / 2
+    if keys is not None:
+        labels = np.asarray(_codes(keys))
+        distances[labels[:, None] == labels[None, :]] = 0.0
+    np.fill_diagonal(distances, 0.0)
+    return np.asarray(distances, dtype=np.float64)
+
+
+def _codes(keys: Sequence[str]) -> list[int]:
+    """Integer codes of ``keys``, equal for equal keys (in order of first appearance)."""
+    seen: dict[str, int] = {}
+    return [seen.setdefault(k, len(seen)) for k in keys]
 
 
 def _token_jaccard(texts: Sequence[str]) -> NDArray[np.float64]:

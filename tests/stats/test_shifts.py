@@ -22,9 +22,17 @@ from prism.stats.shifts import StepData, difference_matrix
 OUTCOMES = np.array(["A", "B", "C", "D", "UNKNOWN"], dtype=object)
 
 
+def letters(texts: object) -> np.ndarray:
+    """A text's letter counts, a-z: an embedding whose cosine is easy to write down (the model's is checked in
+    tests/compare/test_embedding.py)."""
+    return np.array([[t.lower().count(c) for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts],  # type: ignore[attr-defined]
+                    dtype=np.float64)
+
+
 def step(*questions: tuple[list[str | None], list[str | None]], measure: str = "answer") -> StepData:
     """Pack questions given as (from-responses, to-responses)."""
-    return StepData.from_blocks([(difference_matrix([*a, *b], measure), len(a), len(b)) for a, b in questions])
+    return StepData.from_blocks([(difference_matrix([*a, *b], measure, letters), len(a), len(b))
+                                 for a, b in questions])
 
 
 def hand(questions: list[tuple[list[str], list[str]]], diff: object) -> tuple[float, float, float]:
@@ -61,7 +69,17 @@ def prob_tv(x: str, y: str) -> float:
     return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in set(p) | set(q))
 
 
+def cosine(x: str, y: str) -> float:
+    """1 - cosine of the letter counts; the same text is 0 apart, a text without letters 1 from any other."""
+    u, v = letters([x])[0], letters([y])[0]
+    if x == y:
+        return 0.0
+    norms = float(np.linalg.norm(u) * np.linalg.norm(v))
+    return 1.0 if norms == 0 else 1.0 - float(u @ v) / norms
+
+
 DIFFS = {
+    "embedding_cosine": cosine,
     "prob_tv": prob_tv,
     "answer": lambda x, y: float(x != y),
     "token_jaccard": jaccard,
@@ -110,7 +128,7 @@ def test_every_measure_equals_the_definition_on_random_responses(measure: str) -
     est = shifts.shift(step(*questions, measure=measure), n_boot=20, n_permutations=20, seed=1)
     assert (est.between, est.within, est.excess) == pytest.approx(hand(questions, DIFFS[measure]))
     texts = [w for a, b in questions for w in (*a, *b)]
-    matrix = difference_matrix(texts, measure)
+    matrix = difference_matrix(texts, measure, letters)
     assert matrix == pytest.approx(np.array([[DIFFS[measure](x, y) for y in texts] for x in texts]))
 
 
@@ -333,3 +351,16 @@ def test_the_cached_outer_draw_gives_every_resample_as_a_fresh_generator_does() 
     assert shifts._outer_draws.cache_info().hits >= 1
     np.testing.assert_array_equal(cached, fresh)
     np.testing.assert_allclose(fresh, _bootstrap_by_definition(data, 40, seed=4), rtol=0, atol=1e-12)
+
+
+def test_embedding_cosine_needs_the_embeddings_and_gives_identical_texts_zero() -> None:
+    with pytest.raises(ValueError, match="embedding_cosine measure needs the texts' embeddings"):
+        difference_matrix(["A", "B"], "embedding_cosine")
+    # Rows that round differently still give the same text exactly 0; other rows 1 - cosine, symmetric.
+    vectors = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0 + 1e-12], [-1.0, -2.0, -3.0], [0.0, 0.0, 0.0]])
+    matrix = shifts.cosine_distances(vectors, ["x", "x", "y", "z"])
+    assert matrix[0, 1] == 0.0 and matrix[1, 0] == 0.0
+    assert matrix[0, 2] == pytest.approx(2.0) and matrix[0, 3] == pytest.approx(1.0)
+    assert np.array_equal(matrix, matrix.T) and np.all(np.diag(matrix) == 0.0)
+    with pytest.raises(ValueError, match="m keys"):
+        shifts.cosine_distances(vectors, ["x"])
