@@ -107,6 +107,14 @@ class RawRecord:
     """generation.label_probs: ``full``, ``top_k`` or ``replay`` (``prism.label_probs``)."""
     turns: list[dict[str, str]] | None = field(default=None, metadata={_OPTIONAL: True})
     """The turns sent before ``prompt``, in order, as ``[{"role", "content"}]``; absent for a one-turn prompt."""
+    cloze_logprobs: dict[str, float] | None = field(default=None, metadata={_OPTIONAL: True})
+    """The cloze reading: canonical label -> the log-likelihood of that option's text after the prompt."""
+    cloze_tokens: dict[str, int] | None = field(default=None, metadata={_OPTIONAL: True})
+    """The cloze reading: canonical label -> the option continuation's length in tokens, when known."""
+    cloze_chars: dict[str, int] | None = field(default=None, metadata={_OPTIONAL: True})
+    """The cloze reading: canonical label -> the option text's length in characters (length normalization)."""
+    cloze_source: str | None = field(default=None, metadata={_OPTIONAL: True})
+    """The cloze reading: who computed the log-likelihoods (``lm_eval`` for an imported log)."""
 
     @property
     def cell(self) -> CellKey:

@@ -36,6 +36,7 @@ ORDER = [
     "prism.run",
     "prism.compare",
     "prism.publish",
+    "prism.importer",
     "prism.reproduce",
     "prism.upload",
     "prism.__main__",
