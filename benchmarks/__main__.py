@@ -35,6 +35,7 @@ BENCHMARKS = {
     "publish": "benchmarks.publish_site",
     "run_scale": "benchmarks.run_scale",
     "request_order": "benchmarks.request_order",
+    "import_logs": "benchmarks.import_logs",
 }
 
 
