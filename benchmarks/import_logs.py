@@ -38,7 +38,7 @@ def _import(fmt: str, path: Path, uri: str, out: Path) -> tuple[dict[str, float]
     ConfigStore.instance().store(name="import_schema", node=ImportConfig)
     with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
         cfg = to_schema(compose("import", [f"tracking.uri={uri}", f"format={fmt}", f"path={path}",
-                                           "dataset=arc_challenge", "model.name=smollm2"]), ImportConfig)
+                                           "dataset.name=arc_challenge", "model.name=smollm2"]), ImportConfig)
     started = time.perf_counter()
     result = import_log(cfg, out)
     return result.imported.metrics, time.perf_counter() - started

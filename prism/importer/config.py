@@ -22,6 +22,15 @@ class ImportModel:
 
 
 @dataclass
+class ImportDataset:
+    """What the frozen questions are called (their ``dataset`` and ``split`` fields, the run's params)."""
+
+    # null: the mapping's name (lm_eval), inspect's dataset name (inspect).
+    name: str | None = None
+    split: str = "test"
+
+
+@dataclass
 class ImportConfig:
     """One source log made into one PRISM run."""
 
@@ -41,9 +50,7 @@ class ImportConfig:
     filter: str | None = None
     # inspect: which scorer's extracted answer is the source's (null: the first).
     scorer: str | None = None
-    # The frozen questions' dataset name (null: the mapping's, or inspect's dataset name) and split.
-    dataset: str | None = None
-    split: str = "test"
+    dataset: ImportDataset = field(default_factory=ImportDataset)
     # Where the run's files go before upload; null: Hydra's output directory of the job.
     output_dir: str | None = None
 

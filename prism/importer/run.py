@@ -31,20 +31,20 @@ def read_source(cfg: ImportConfig) -> Source:
     if cfg.format == "lm_eval":
         from prism.importer.lm_eval import TOOL, read_lm_eval
 
-        read = read_lm_eval(path, task=cfg.task, mapping=cfg.mapping, dataset=cfg.dataset, split=cfg.split,
+        read = read_lm_eval(path, task=cfg.task, mapping=cfg.mapping, dataset=cfg.dataset.name, split=cfg.dataset.split,
                             filter_name=cfg.filter)
         details = {"source_model": read.model} if read.model else {}
         details.update({"kind": read.kind, "mapping": read.mapping, **({"filter": read.filter} if read.filter else {})})
         return Source(TOOL, path, read.task, read.version, read.cells, cfg.model.name or read.model or f"{TOOL}-model",
-                      read.generation, cfg.dataset or read.cells[0].question.dataset, cfg.split, details)
+                      read.generation, cfg.dataset.name or read.cells[0].question.dataset, cfg.dataset.split, details)
     from prism.importer.inspect_log import TOOL as INSPECT
     from prism.importer.inspect_log import read_inspect
 
-    got = read_inspect(path, dataset=cfg.dataset, split=cfg.split, scorer=cfg.scorer)
+    got = read_inspect(path, dataset=cfg.dataset.name, split=cfg.dataset.split, scorer=cfg.scorer)
     model = cfg.model.name or (got.model.rsplit("/", 1)[-1] if got.model else f"{INSPECT}-model")
     details = {"source_model": got.model or "", "scorer": got.scorer}
     return Source(INSPECT, path, got.task, got.version, got.cells, model, got.generation,
-                  got.cells[0].question.dataset, cfg.split, {k: v for k, v in details.items() if v})
+                  got.cells[0].question.dataset, cfg.dataset.split, {k: v for k, v in details.items() if v})
 
 
 def import_log(cfg: ImportConfig, output_dir: str | Path) -> ImportResult:

@@ -67,7 +67,7 @@ def test_an_inspect_log_imports_as_a_run_beside_its_lm_eval_twin(tmp_path: Path,
     ConfigStore.instance().store(name="import_schema", node=ImportConfig)
     uri = f"sqlite:///{fresh_mlflow(mlflow_template, tmp_path)}"
     cfg = to_schema(compose("import", [f"tracking.uri={uri}", "format=inspect", f"path={EVAL}",
-                                       "dataset=arc_challenge"]), ImportConfig)
+                                       "dataset.name=arc_challenge"]), ImportConfig)
     result = import_log(cfg, tmp_path / "out")
     assert result.imported.tags["prism.imported_from"] == "inspect_ai"
     metrics = result.imported.metrics
