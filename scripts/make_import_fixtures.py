@@ -16,9 +16,10 @@ package (``tests/backends/llama_server.py``), then runs, each on the first ``--n
 - ``inspect eval`` of ``scripts/import_fixtures/inspect_arc.py`` (``multiple_choice`` solver, ``choice``
   scorer) through the OpenAI-compatible provider.
 
-Each tool's sample log is copied to ``--out`` under a fixed name (``lm_eval_arc_gen.jsonl``,
-``lm_eval_arc_mc.jsonl``, ``inspect_arc.eval``) with the tool's results file beside it, and the commands
-and versions to ``--out/commands.json``. The timestamps inside the logs differ from run to run; greedy
+Each tool's sample log is copied to ``--out`` under a fixed name (``samples_arc_local_gen.jsonl``,
+``samples_arc_local.jsonl``: lm-eval's own names without the time, so prism-import reads the task from them;
+``inspect_arc.eval``) with lm-eval's results file beside it, and the commands, question counts and versions
+to ``--out/commands.json``. The timestamps inside the logs differ from run to run; greedy
 decoding makes the responses the same on the same build.
 """
 
@@ -64,6 +65,7 @@ def run(command: list[str], env: dict[str, str], log: Path, cwd: Path | None = N
 
 
 def newest(folder: Path, pattern: str) -> Path:
+    """The newest file under ``folder`` matching ``pattern`` (the tools put the time in their file names)."""
     found = sorted(folder.rglob(pattern), key=lambda p: p.stat().st_mtime)
     if not found:
         raise SystemExit(f"no {pattern} under {folder}")
@@ -71,6 +73,7 @@ def newest(folder: Path, pattern: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Make the logs the arguments ask for (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=Path("/work/venv-import"))
     parser.add_argument("--n", type=int, default=100, help="questions (the first n of the ARC fixture, <= 200)")
@@ -95,9 +98,9 @@ def main(argv: list[str] | None = None) -> None:
            "ARC_LOCAL_DATA": str(data), "OPENAI_API_KEY": "none", "LLAMACPP_API_KEY": "none",
            "PYTHONPATH": ""}
     server = server_class()(work, threads=args.threads).start()
-    commands: dict[str, Any] = {"n": args.n, "data": str(args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT)
+    commands: dict[str, Any] = {"data": str(args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT)
                                                            else args.data), "versions": tool_versions(args.venv),
-                                "commands": {}}
+                                "commands": {}, "questions": {}}
     try:
         env["LLAMACPP_BASE_URL"] = server.url
         port_free = server.url.replace(str(server.port), "PORT")
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.copy(newest(out, "samples_arc_local_gen_*.jsonl"), args.out / "samples_arc_local_gen.jsonl")
             shutil.copy(newest(out, "results_*.json"), args.out / "samples_arc_local_gen.results.json")
             commands["commands"]["samples_arc_local_gen.jsonl"] = " ".join(command).replace(server.url, port_free)
+            commands["questions"]["samples_arc_local_gen.jsonl"] = args.n
         if "lm_eval_mc" in steps:
             out = work / "lm_eval_mc"
             command = [str(bin_dir / "lm_eval"), "--model", "gguf", "--model_args",
@@ -119,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
             run(command, env, work / "lm_eval_mc.log")
             shutil.copy(newest(out, "samples_arc_local_*.jsonl"), args.out / "samples_arc_local.jsonl")
             shutil.copy(newest(out, "results_*.json"), args.out / "samples_arc_local.results.json")
+            commands["questions"]["samples_arc_local.jsonl"] = args.n
             commands["commands"]["samples_arc_local.jsonl"] = " ".join(command).replace(
                 server.url.removesuffix("/v1"), port_free.removesuffix("/v1"))
         if "inspect" in steps:
@@ -129,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
                        "--display", "plain"]
             run(command, env, work / "inspect.log", cwd=TASKS)  # inspect takes a task file relative to cwd
             shutil.copy(newest(out, "*.eval"), args.out / "inspect_arc.eval")
+            commands["questions"]["inspect_arc.eval"] = args.n
             commands["commands"]["inspect_arc.eval"] = (
                 "cd scripts/import_fixtures && LLAMACPP_BASE_URL=http://127.0.0.1:PORT/v1 LLAMACPP_API_KEY=none "
                 + " ".join(command))
@@ -138,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     if previous.is_file() and args.only:
         old = json.loads(previous.read_text())
         commands["commands"] = {**old.get("commands", {}), **commands["commands"]}
+        commands["questions"] = {**old.get("questions", {}), **commands["questions"]}
     text = json.dumps(commands, indent=2).replace(str(bin_dir), "$VENV/bin").replace(str(work), "$WORK")
     previous.write_text(text.replace(str(TASKS), "scripts/import_fixtures") + "\n", encoding="utf-8")
     print(f"wrote {args.out}; work files in {work}")
