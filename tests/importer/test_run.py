@@ -120,6 +120,17 @@ def test_imported_runs_compare_and_publish(imported: dict[str, Any]) -> None:
                                                  f"publish.out={imported['root'] / 'site'}", f"runs=[{a},{b}]"]),
                              PublishConfig))
     assert f"runs/{a}.html" in site.pages and f"runs/{b}.html" in site.pages
+    # A comparison exports every compared run, one row per cell of each.
+    import datasets
+
+    from prism.importer.export_main import export
+
+    out, _ = export(result.run_id, imported["root"] / "cmp-dataset", imported["uri"])
+    # A cache of its own: with the shared cache, load_dataset of this folder returned the rows of an earlier
+    # session's export to a folder of the same name (seen here), not these.
+    rows = datasets.load_dataset(str(out), cache_dir=str(imported["root"] / "hf-cache"))["train"]
+    assert sorted(set(rows["run_id"])) == sorted({a, b})
+    assert rows.num_rows == 2 * len(lines(GEN))
 
 
 def test_an_export_loads_back_with_the_run_s_scored_records(imported: dict[str, Any], tmp_path: Path) -> None:
@@ -131,7 +142,8 @@ def test_an_export_loads_back_with_the_run_s_scored_records(imported: dict[str, 
     out, pushed = export(result.run_id, tmp_path / "ds", imported["uri"])
     assert pushed is None
     scored = lines(result.imported.out / "results" / "scored.jsonl")
-    for dataset in (datasets.load_from_disk(str(out / "disk")), datasets.load_dataset(str(out))["train"]):
+    loaded = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf-cache"))["train"]
+    for dataset in (datasets.load_from_disk(str(out / "disk")), loaded):
         assert dataset.num_rows == len(scored)
         for row, record in zip(dataset, scored, strict=True):
             for name, value in record.items():
