@@ -37,6 +37,7 @@ BENCHMARKS = {
     "request_order": "benchmarks.request_order",
     "pools": "benchmarks.pools",
     "plan": "benchmarks.plan_power",
+    "import_logs": "benchmarks.import_logs",
 }
 
 

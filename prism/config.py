@@ -58,6 +58,18 @@ class PricingConfig:
                               "fraction of the price a batch API charges (0.5: half price).")
 
 
+def check_model_name(name: str) -> None:
+    """Refuse a model name with a path segment ``.`` or ``..``, or a control character (see ``ModelConfig.check``).
+
+    Raises:
+        ConfigError: Naming the value and what is allowed.
+    """
+    if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such "
+                          "a path segment, or hold control characters. Set model.name=NAME to the model's tag "
+                          "or served id (e.g. llama3:8b or org/model).")
+
+
 @dataclass
 class ModelConfig:
     """Which model answers and through which backend: the base of one schema per backend.
@@ -86,11 +98,7 @@ class ModelConfig:
         Raises:
             ConfigError: Naming the value and what is allowed.
         """
-        name = self.name or ""
-        if any(segment.strip() in (".", "..") for segment in name.split("/")) or any(ord(c) < 32 for c in name):
-            raise ConfigError(f"model.name={name!r} cannot name a model: it may not be '.' or '..', contain such "
-                              "a path segment, or hold control characters. Set model.name=NAME to the model's tag "
-                              "or served id (e.g. llama3:8b or org/model).")
+        check_model_name(self.name or "")
         self.pricing.check()
 
 

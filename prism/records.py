@@ -115,7 +115,8 @@ class RawRecord:
     cloze_chars: dict[str, int] | None = field(default=None, metadata={_OPTIONAL: True})
     """generation.cloze: canonical label -> the choice's length in characters (``acc_norm``'s divisor)."""
     cloze_source: str | None = field(default=None, metadata={_OPTIONAL: True})
-    """generation.cloze: ``embedded`` (llama.cpp in this process) or ``echo`` (a server's echoed prompt)."""
+    """generation.cloze: ``embedded`` (llama.cpp in this process) or ``echo`` (a server's echoed prompt);
+    ``lm_eval`` for a log-likelihood log imported from lm-evaluation-harness (``prism.importer``)."""
     turns: list[dict[str, str]] | None = field(default=None, metadata={_OPTIONAL: True})
     """The turns sent before ``prompt``, in order, as ``[{"role", "content"}]``; absent for a one-turn prompt."""
 

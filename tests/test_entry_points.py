@@ -17,6 +17,8 @@ COMMANDS = {
     "prism-reproduce": "prism.reproduce",
     "prism-upload": "prism.upload",
     "prism-publish": "prism.publish",
+    "prism-import": "prism.importer",
+    "prism-export": "prism.importer.export_main",
 }
 HEAVY = ("mlflow", "llama_cpp", "datasets", "ollama", "openai", "pandas", "matplotlib", "scipy", "statsmodels")
 PROBE = (

@@ -38,6 +38,7 @@ ORDER = [
     "prism.compare",
     "prism.plan",
     "prism.publish",
+    "prism.importer",
     "prism.reproduce",
     "prism.upload",
     "prism.__main__",

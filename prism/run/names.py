@@ -35,6 +35,14 @@ TAG_MISMATCHES = "prism.mismatches"
 # A plan (prism.plan): the pilot runs it read and the effect it sized the study for.
 TAG_PLAN_PILOT_RUNS = "prism.plan.pilot_runs"
 TAG_PLAN_EFFECT = "prism.plan.effect"
+# An imported run (prism.importer): the tool whose log it came from, its version, the log file and its sha256,
+# the tool's task, and the model name the log gives.
+TAG_IMPORTED_FROM = "prism.imported_from"
+TAG_IMPORT_TOOL_VERSION = "prism.import.tool_version"
+TAG_IMPORT_SOURCE_SHA256 = "prism.import.source_sha256"
+TAG_IMPORT_SOURCE_FILE = "prism.import.source_file"
+TAG_IMPORT_TASK = "prism.import.task"
+TAG_IMPORT_SOURCE_MODEL = "prism.import.source_model"
 # A few-shot set's frozen draw of demonstrations (questions/demonstrations.jsonl).
 TAG_DEMONSTRATIONS = "prism.demonstrations_sha256"
 # The model identity's details (``prism.model.tag``, ``prism.model.path``, ...) and the frozen set's drop
@@ -80,6 +88,7 @@ QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"
 COMPARISON_ARTIFACT_DIR = "comparison"
 REPRODUCTION_ARTIFACT_DIR = "reproduction"
 PLAN_ARTIFACT_DIR = "plan"
+IMPORT_AGREEMENT_ARTIFACT = "results/import_agreement.csv"
 
 
 def run_tags(*, kind: str, digest: str, question_set: str, dataset_version: str, git_commit: str, git_dirty: bool,
