@@ -16,7 +16,7 @@ from conftest import compose, compose_config, fresh_mlflow, run_overrides
 
 from prism.compare.tables import ModelCells
 from prism.config import PlanConfig, to_schema
-from prism.plan.core import KIND, POWER_COLUMNS, PlanError, make_plan, plan, wilson
+from prism.plan.core import POWER_COLUMNS, PlanError, make_plan, plan, wilson
 from prism.plan.simulate import (
     population_from_cells,
     shift_study,
@@ -25,6 +25,7 @@ from prism.plan.simulate import (
     stated_population,
 )
 from prism.questions import freeze_question_set
+from prism.run.names import KIND_PLAN as KIND
 from prism.run.pipeline import run
 
 
