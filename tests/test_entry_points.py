@@ -17,6 +17,7 @@ COMMANDS = {
     "prism-reproduce": "prism.reproduce",
     "prism-upload": "prism.upload",
     "prism-publish": "prism.publish",
+    "prism-plan": "prism.plan",
     "prism-import": "prism.importer",
     "prism-export": "prism.importer.export_main",
 }

@@ -95,17 +95,31 @@ SETS = sorted(p.stem for p in (Path(__file__).parent.parent / "prism" / "conf" /
 
 @pytest.mark.parametrize("name", SETS)
 def test_every_set_asks_survey_items_without_speaking_of_a_correct_option(name: str) -> None:
-    from prism.conditions import condition_set_from_config, render
+    from prism.conditions import ConditionError, condition_set_from_config, render
+    from prism.conditions.fewshot import conditions_with_demonstrations
     from prism.conditions.perturbations import PerturbationError
     from prism.conditions.perturbations.missing import RemoveAnswer
     from prism.types import Question
 
-    objective = condition_set_from_config(compose_config([f"conditions={name}"]).conditions)
-    cs = condition_set_from_config(compose_config([f"conditions={name}"]).conditions, subjective=True)
+    composed = compose_config([f"conditions={name}"]).conditions
+    if not composed.subjective.version:
+        # A set with no subjective wording (cloze and the few-shot sets: each needs an answer key) is refused.
+        with pytest.raises(ConditionError, match="no subjective wording"):
+            condition_set_from_config(composed, subjective=True)
+        return
+    objective = condition_set_from_config(composed)
+    cs = condition_set_from_config(composed, subjective=True)
     assert cs.names == objective.names and cs.template_version == f"{objective.template_version}+subjective.1"
     question = Question("0", "Synthetic statement.", tuple(SCALE), tuple("ABCD"), None, "survey", "test")
     closings = set()
+    shown = set(conditions_with_demonstrations(cs))
     for condition in cs.conditions:
+        if condition.name in shown:
+            # Demonstrations are shown answered with their key: survey items have none to draw (the pool loader
+            # refuses them before inference, tests/questions/test_demonstrations.py), so none is attached here.
+            with pytest.raises(PerturbationError, match="demonstrations"):
+                render(question, condition, cs)
+            continue
         if any(isinstance(step, RemoveAnswer) for step in condition.steps or ()):
             # The causal step removes the correct option: an item without one is refused, never asked.
             with pytest.raises(PerturbationError, match="no answer key"):
@@ -196,8 +210,9 @@ def test_the_comparison_report_says_no_answer_key_where_accuracy_cannot_exist(tm
     assert readings["reading_agreement"].notna().all()  # the readings themselves are still compared
     page = (tmp_path / "cmp" / "comparison" / "report.html").read_text(encoding="utf-8")
     sensitivity = page.split('id="sensitivity"')[1].split("</section>")[0]
-    # Per model and condition: accuracy, delta, McNemar p and Holm p say so; the flip rate is a number.
-    assert sensitivity.count(NO_KEY) == 2 * len(CONDITIONS) * 4
+    # Per model and condition: accuracy, delta, McNemar p, Holm p and the detectable effect say so; the flip
+    # rate is a number.
+    assert sensitivity.count(NO_KEY) == 2 * len(CONDITIONS) * 5
     assert re.search(r"<td>P1</td>(<td[^>]*>n/a \(no answer key\)</td>){2}<td class=\"num\">0\.\d\d", sensitivity)
     cards = page.split('id="readings"')[1].split("</section>")[0]
     assert cards.count(f'<td class="num">{NO_KEY}</td>') == 2 * 2 and "not read: no answer key" in cards

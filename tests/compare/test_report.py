@@ -297,9 +297,10 @@ def test_the_setup_rows_say_what_a_run_asked_and_what_it_cost() -> None:
     from types import SimpleNamespace
 
     from prism.compare.report_sections import setup_rows
+    from prism.run.names import LoggedRun
 
     def evidence(metrics: dict[str, float]) -> SimpleNamespace:
-        run = SimpleNamespace(run_id="r", params={}, tags={}, conditions=[])
+        run = LoggedRun("r", "FINISHED", 0)
         return SimpleNamespace(run=run, metrics=metrics)
 
     priced = evidence({"tokens_prompt": 12345.0, "tokens_completion": 678.0, "tokens_from_store_prompt": 10.0,

@@ -138,9 +138,10 @@ def test_failed_request_is_not_an_observed_answer() -> None:
 def test_scored_record_keeps_raw_keys_but_the_prompt_and_adds_the_scored_fields() -> None:
     raw = make_raw("B").to_json()
     scored = score(make_raw("B"), make_prompt(), parsed("B"), "B", "1")
-    # The likelihood reading's fields are optional: absent, not null, when the run recorded no probabilities.
+    # The likelihood and cloze readings' fields are optional: absent, not null, when the run did not ask for them.
     optional = {f.name for f in dataclasses.fields(ScoredRecord) if f.metadata}
-    assert optional == {"option_probs", "likelihood_answer", "likelihood_correct"}
+    assert optional == {"option_probs", "likelihood_answer", "likelihood_correct", "cloze_answer",
+                        "cloze_norm_answer", "cloze_correct", "cloze_norm_correct"}
     assert set(scored) == (set(raw) - {"prompt"}) | (set(SCORED_FIELDS) - optional)
     for key, value in raw.items():
         assert key == "prompt" or scored[key] == value

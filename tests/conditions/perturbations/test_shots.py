@@ -176,7 +176,8 @@ def test_the_fewshot_set_repeats_p0s_closing_and_layout_exactly() -> None:
 
 
 def test_shots_crosses_labels_in_a_grid_and_the_demonstrations_wear_the_cells_labels() -> None:
-    cs = condition_set_from_config(compose_plain(["conditions=grid", "conditions.axes=[shots,labels]"])["conditions"])
+    cs = condition_set_from_config(compose_plain(["conditions=fewshot_grid",
+                                                  "conditions.axes=[shots,labels]"])["conditions"])
     assert len(cs.conditions) == 5 * 5
     shots_axis = next(a for a in cs.axes if a.name == "shots")
     assert shots_axis.values == ("P0", "shots_1", "shots_2", "shots_4", "shots_8") and shots_axis.ordered
@@ -186,5 +187,5 @@ def test_shots_crosses_labels_in_a_grid_and_the_demonstrations_wear_the_cells_la
     assert "Return only the number of the correct option.\n2\n\n" in cell.text  # d1's key B shown as 2
     assert cell.displayed_labels == ("1", "2", "3", "4")
     with pytest.raises(Exception, match=r"shots_4"):  # shot_order starts from shots_4, no grid axis
-        condition_set_from_config(compose_plain(["conditions=grid", "conditions.axes=[shot_order,labels]"])
+        condition_set_from_config(compose_plain(["conditions=fewshot_grid", "conditions.axes=[shot_order,labels]"])
                                   ["conditions"])
