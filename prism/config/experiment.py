@@ -1,0 +1,93 @@
+"""The whole experiment (``prism``'s primary config) and its small groups: tracking, store, budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+from prism.config.conditions import ConditionsConfig
+from prism.config.dataset import DatasetConfig
+from prism.config.generation import GenerationConfig
+from prism.config.model import ModelConfig
+from prism.errors import ConfigError
+
+
+@dataclass
+class TrackingConfig:
+    """Where MLflow runs go: ``uri`` wins, else ``MLFLOW_TRACKING_URI``, else MLflow's default store."""
+
+    uri: str | None = None
+    experiment: str = "prism"
+    # tracking=server sets this: no URI is then an error, not a silent fall back to a local file.
+    require_server: bool = False
+
+
+@dataclass
+class StoreConfig:
+    """The content-addressed completion store that makes reruns free and interrupted runs resumable."""
+
+    enabled: bool = True
+    path: str = ".prism/store.sqlite"
+    # 0: every completion is fsynced (store and responses.jsonl) before the next is handled. A positive
+    # value fsyncs at most that many seconds later instead: a killed run still loses nothing (each record
+    # reaches the OS at once), a power loss at most that interval, which a resumed run asks again. An
+    # fsync can cost more than a fast server's or a replayed completion (prism/run/store.py).
+    sync_interval_s: float = 0.0
+
+    def check(self) -> None:
+        """Refuse a sync interval that is not a number of seconds >= 0.
+
+        Raises:
+            ConfigError: Naming the value and what it means.
+        """
+        if not 0 <= self.sync_interval_s < float("inf"):
+            raise ConfigError(f"store.sync_interval_s={self.sync_interval_s!r} cannot be used: it must be a number "
+                              ">= 0 (0 fsyncs every completion; N fsyncs at most N seconds after one). Set it with "
+                              "store.sync_interval_s=VALUE.")
+
+
+@dataclass
+class BudgetConfig:
+    """Caps on what one run may ask (``budget``): a plan over a cap is refused before any request."""
+
+    # US dollars this run may spend at model.pricing (which must then be set); null: no cap.
+    max_usd: float | None = None
+    # Requests to the model server this run may send for cells (the identity probe not counted); null: no cap.
+    max_requests: int | None = None
+
+
+@dataclass
+class PrismConfig:
+    """The whole experiment. ``seed`` is the base of every seed not set explicitly."""
+
+    defaults: list[Any] = field(default_factory=list)
+    model: ModelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    conditions: ConditionsConfig = MISSING
+    generation: GenerationConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    store: StoreConfig = MISSING
+    seed: int = 0
+    # Where the run's responses.jsonl and reports go; the Hydra entry point sets it to the job's
+    # output directory.
+    output_dir: str | None = None
+    # Print the plan (cells, how many the store holds, requests left, estimated tokens and cost) and exit:
+    # no request to the model server, no MLflow run.
+    dry_run: bool = False
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+
+    def check(self) -> None:
+        """Check every group once, when the config is built (:func:`to_schema`): nothing is asked before.
+
+        The condition set is checked as it is built (``prism.conditions.condition_set_from_config``), since
+        its checks need the steps it names.
+
+        Raises:
+            ConfigError: (or ``DataError`` for the dataset) naming the first key that cannot be used.
+        """
+        self.model.check()
+        self.dataset.check()
+        self.generation.check()
+        self.store.check()
