@@ -13,7 +13,7 @@ from conftest import REPO_ROOT
 
 from prism.backends.llamacpp import LlamaCppModelConfig
 from prism.backends.replay import ReplayModelConfig
-from prism.config import ConfigError
+from prism.errors import ConfigError
 from prism.logged_config import prism_config_from_logged
 
 FLAT_RUN = REPO_ROOT / "tests" / "data" / "flat_schema_run"
