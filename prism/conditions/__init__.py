@@ -12,6 +12,7 @@ from prism.conditions.prompts import fill, format_options, render, render_all, r
 from prism.conditions.sets import (
     check_option_counts,
     condition_set_from_config,
+    conditions_config,
     reordering_conditions,
     subjective_config,
     validate,
@@ -25,6 +26,7 @@ __all__ = [
     "Part",
     "check_option_counts",
     "condition_set_from_config",
+    "conditions_config",
     "fill",
     "format_options",
     "render",

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from prism.conditions.perturbations.variant import Attribute, SpecError
+from prism.config import FamilySpec
 
 SCALES = ("nominal", "ordinal", "numeric")
-_FAMILY_KEYS = ("scale", "values")
 
 
 @dataclass(frozen=True)
@@ -67,13 +66,13 @@ class Member:
     attributes: frozenset[Attribute] | None  # None: a template condition
 
 
-def axes_of(members: Sequence[Member], baseline: str, declared: Mapping[str, Any]) -> tuple[Axis, ...]:
+def axes_of(members: Sequence[Member], baseline: str, declared: Mapping[str, FamilySpec]) -> tuple[Axis, ...]:
     """One axis per family of the non-baseline conditions, in the order the families first appear.
 
     Args:
         members: The set's conditions.
         baseline: The set's baseline condition.
-        declared: The set's ``families:`` mapping (family -> ``scale`` and optional ``values``).
+        declared: The set's ``families:`` (family -> its ``scale`` and optional ``values``).
 
     Raises:
         SpecError: For an unknown scale or key, a declared family without conditions, or ``values`` that
@@ -89,15 +88,12 @@ def axes_of(members: Sequence[Member], baseline: str, declared: Mapping[str, Any
                         f"families: {families}")
     axes = []
     for family in families:
-        spec = dict(declared.get(family) or {})
-        unknown = sorted(set(spec) - set(_FAMILY_KEYS))
-        if unknown:
-            raise SpecError(f"family {family!r} has unknown keys {unknown}; known keys: {list(_FAMILY_KEYS)}")
-        scale = str(spec.get("scale") or "nominal")
+        spec = declared.get(family) or FamilySpec()
+        scale = spec.scale or "nominal"
         if scale not in SCALES:
             raise SpecError(f"family {family!r}: scale {scale!r} is not one of {', '.join(SCALES)}")
         own = [m for m in members if m.family == family and m.name != baseline]
-        values = [str(v) for v in spec.get("values") or [baseline, *(m.name for m in own)]]
+        values = [str(v) for v in spec.values or [baseline, *(m.name for m in own)]]
         _check_values(family, values, [m.name for m in own], names)
         composable = all(m.attributes is not None for m in own)
         attributes: frozenset[Attribute] = frozenset().union(*(m.attributes or frozenset() for m in own))

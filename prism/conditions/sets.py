@@ -18,7 +18,7 @@ axes (:mod:`prism.conditions.grid`). A set of more than ``max_conditions`` condi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from prism.conditions import grid
@@ -30,7 +30,7 @@ from prism.conditions.perturbations.labels import Relabel
 from prism.conditions.perturbations.missing import RemoveAnswer
 from prism.conditions.perturbations.ops import format_from
 from prism.conditions.perturbations.variant import Attribute
-from prism.config import ConditionsConfig, as_plain
+from prism.config import ConditionsConfig, ConditionSpec, FamilySpec, StepSpec, VariantSpec
 from prism.types import Question
 
 
@@ -44,10 +44,7 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
             and/or step ``variants`` (name -> ``family``, ``description``, ``steps``) with the data their
             steps name (``base_format``, ``formats``, ``label_sets``, ``instructions``, ``synonyms``,
             ``protected_words``) and the ``seed``; ``families`` (family -> ``scale``, ``values``), the grid's
-            ``axes`` and ``max_conditions``.
-
-
-            ``protected_words``) and the ``seed``.
+            ``axes`` and ``max_conditions`` (read with :func:`conditions_config`).
         subjective: Render with the set's ``subjective`` wording (items without a key): its closing line,
             templates and instructions replace the objective ones, and ``template_version`` becomes
             ``<version>+subjective.<subjective version>``.
@@ -61,60 +58,84 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
             step cannot be built (unknown op, unknown name, missing count), a family's scale or values are
             wrong, a grid's axes cannot be crossed, or there are more than ``max_conditions`` conditions.
     """
-    cfg: Mapping[str, Any] = as_plain(group) if isinstance(group, ConditionsConfig) else group
-    where = f"condition set {cfg.get('name')!r}"
+    cfg = group if isinstance(group, ConditionsConfig) else conditions_config(group)
+    where = f"condition set {cfg.name!r}"
     if subjective:
         cfg = subjective_config(cfg)
-    _known_keys(where, "condition", cfg.get("conditions") or (), ("name", "description", "family", "template",
-                                                                    "cloze_target"))
-    _known_keys(where, "variant", (cfg.get("variants") or {}).values(), ("family", "description", "steps"))
-    _known_keys(where, "step", [s for v in (cfg.get("variants") or {}).values() for s in v.get("steps") or ()],
-                ("op", "to", "count"))
-    _known_keys(where, "family", (cfg.get("families") or {}).values(), ("scale", "values"))
-    baseline = str(cfg.get("baseline", "P0"))
+    baseline = cfg.baseline
     conditions = []
-    for c in cfg.get("conditions") or ():
-        family = str(c.get("family") or "instruction")
-        conditions.append(Condition(name=str(c["name"]), description=str(c.get("description", "")),
-                                    template=str(c["template"]), family=family,
-                                    levels=((family, str(c["name"])),) if str(c["name"]) != baseline else (),
-                                    cloze_target=None if c.get("cloze_target") is None else str(c["cloze_target"])))
-    variants: Mapping[str, Any] = cfg.get("variants") or {}
+    for c in cfg.conditions:
+        family = c.family or "instruction"
+        conditions.append(Condition(name=c.name, description=c.description, template=c.template, family=family,
+                                    levels=((family, c.name),) if c.name != baseline else (),
+                                    cloze_target=c.cloze_target))
     base_format = None
     try:
         library = Library.from_config(cfg)
-        if cfg.get("base_format"):
-            base_format = format_from(cfg["base_format"], "base_format")
-        for name, spec in variants.items():
-            steps = tuple(make_step(step, library) for step in spec.get("steps") or ())
-            family = str(spec["family"])
-            conditions.append(Condition(name=str(name), description=str(spec.get("description", "")),
-                                        family=family, steps=steps, keys=seed_keys(str(name), family, steps),
-                                        levels=((family, str(name)),) if str(name) != baseline else ()))
+        if cfg.base_format is not None:
+            base_format = format_from(cfg.base_format, "base_format")
+        for name, spec in cfg.variants.items():
+            steps = tuple(make_step(step, library) for step in spec.steps)
+            conditions.append(Condition(name=name, description=spec.description, family=spec.family, steps=steps,
+                                        keys=seed_keys(name, spec.family, steps),
+                                        levels=((spec.family, name),) if name != baseline else ()))
     except SpecError as exc:
         raise ConditionError(f"{where}: {exc}") from exc
     sweep = ConditionSet(
-        name=str(cfg["name"]),
-        template_version=str(cfg["template_version"]),
-        closing=str(cfg["closing"]),
+        name=cfg.name,
+        template_version=cfg.template_version,
+        closing=cfg.closing,
         baseline=baseline,
         conditions=tuple(conditions),
-        seed=int(cfg.get("seed") or 0),
+        seed=cfg.seed or 0,
         base_format=base_format,
     )
     validate(sweep)
     return _design(sweep, cfg, where)
 
 
-def _design(sweep: ConditionSet, cfg: Mapping[str, Any], where: str) -> ConditionSet:
-    """The sweep with its axes, or the grid of the axes named in ``cfg['axes']``; refused when too large."""
-    max_conditions = int(cfg.get("max_conditions", 200))
-    chosen = tuple(str(a) for a in cfg.get("axes") or ())
+def conditions_config(mapping: Mapping[str, Any]) -> ConditionsConfig:
+    """A condition set given as a mapping (a run's logged ``resolved.yaml``, a set's YAML file) as its typed config.
+
+    Raises:
+        ConditionError: If a condition, variant, step or family has a key nobody reads (listing the known
+            ones), or a value the schema refuses (naming it).
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    where = f"condition set {mapping.get('name')!r}"
+    _known_keys(where, "condition", mapping.get("conditions") or (), _spec_keys(ConditionSpec))
+    variants: Mapping[str, Any] = mapping.get("variants") or {}
+    _known_keys(where, "variant", variants.values(), _spec_keys(VariantSpec))
+    _known_keys(where, "step", [s for v in variants.values() for s in v.get("steps") or ()], _spec_keys(StepSpec))
+    _known_keys(where, "family", (mapping.get("families") or {}).values(), _spec_keys(FamilySpec))
+    # A mapping written by hand may leave a part empty (``variants:`` with nothing under it): the default.
+    given = {str(key): value for key, value in mapping.items() if value is not None or key == "base_format"}
+    # The schema's seed follows the run's (``${seed}``); a set read on its own has no run: seed 0, as before.
+    given.setdefault("seed", 0)
+    try:
+        typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ConditionsConfig), given))
+    except OmegaConfBaseException as exc:
+        raise ConditionError(f"{where} cannot be read: {exc}. Fix the named key in the condition set.") from exc
+    assert isinstance(typed, ConditionsConfig)
+    return typed
+
+
+def _spec_keys(spec: type) -> tuple[str, ...]:
+    """The keys a spec of a condition set may have: its schema's fields."""
+    return tuple(f.name for f in fields(spec))
+
+
+def _design(sweep: ConditionSet, cfg: ConditionsConfig, where: str) -> ConditionSet:
+    """The sweep with its axes, or the grid of the axes named in ``cfg.axes``; refused when too large."""
+    max_conditions = cfg.max_conditions
+    chosen = tuple(cfg.axes)
     try:
         if max_conditions < 1:
             raise SpecError(f"conditions.max_conditions={max_conditions} must be at least 1")
         members = [Member(c.name, c.family, None if c.steps is None else _changes(c.steps)) for c in sweep.conditions]
-        axes = axes_of(members, sweep.baseline, cfg.get("families") or {})
+        axes = axes_of(members, sweep.baseline, cfg.families)
         if not chosen:
             if len(sweep.conditions) > max_conditions:
                 raise SpecError(f"it has {len(sweep.conditions)} conditions, more than conditions.max_conditions="
@@ -138,41 +159,38 @@ def _changes(steps: Iterable[Step]) -> frozenset[Attribute]:
     return frozenset(found)
 
 
-def subjective_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def subjective_config(cfg: ConditionsConfig) -> ConditionsConfig:
     """The condition set's config with its ``subjective`` wording in place of the objective one.
 
     Raises:
         ConditionError: The set has no subjective wording, or leaves a template condition or an instruction
             without its subjective text (the message names it and where to add it).
     """
-    where = f"condition set {cfg.get('name')!r}"
-    wording: Mapping[str, Any] = cfg.get("subjective") or {}
-    if not wording.get("version") or not wording.get("closing"):
+    where = f"condition set {cfg.name!r}"
+    wording = cfg.subjective
+    if not wording.version or not wording.closing:
         raise ConditionError(f"{where} has no subjective wording, so it cannot ask items without an answer key "
                              "(dataset.type=subjective): add 'subjective: {version, closing, templates, "
                              "instructions}' to it, or use a set that has one (prism, robustness and the "
                              "perturbation sets do).")
-    templates: Mapping[str, str] = wording.get("templates") or {}
-    instructions: Mapping[str, str] = wording.get("instructions") or {}
     conditions = []
-    for condition in cfg.get("conditions") or ():
-        if condition["name"] not in templates:
-            raise ConditionError(f"{where}: condition {condition['name']!r} has no subjective template; add it "
-                                 f"under subjective.templates.{condition['name']}.")
-        conditions.append({**condition, "template": templates[condition["name"]]})
-    missing = sorted(set(cfg.get("instructions") or {}) - set(instructions))
+    for condition in cfg.conditions:
+        if condition.name not in wording.templates:
+            raise ConditionError(f"{where}: condition {condition.name!r} has no subjective template; add it "
+                                 f"under subjective.templates.{condition.name}.")
+        conditions.append(replace(condition, template=wording.templates[condition.name]))
+    missing = sorted(set(cfg.instructions) - set(wording.instructions))
     if missing:
         raise ConditionError(f"{where}: instructions {missing} have no subjective wording; add them under "
                              "subjective.instructions.")
-    system_prompts: Mapping[str, str] = wording.get("system_prompts") or {}
-    missing = sorted(set(cfg.get("system_prompts") or {}) - set(system_prompts))
+    missing = sorted(set(cfg.system_prompts) - set(wording.system_prompts))
     if missing:
         raise ConditionError(f"{where}: system prompts {missing} have no subjective wording; add them under "
                              "subjective.system_prompts.")
-    return {**cfg, "closing": wording["closing"], "conditions": conditions,
-            "instructions": {name: instructions[name] for name in cfg.get("instructions") or {}},
-            "system_prompts": {name: system_prompts[name] for name in cfg.get("system_prompts") or {}},
-            "template_version": f"{cfg['template_version']}+subjective.{wording['version']}"}
+    return replace(cfg, closing=wording.closing, conditions=conditions,
+                   instructions={name: wording.instructions[name] for name in cfg.instructions},
+                   system_prompts={name: wording.system_prompts[name] for name in cfg.system_prompts},
+                   template_version=f"{cfg.template_version}+subjective.{wording.version}")
 
 
 def _known_keys(where: str, what: str, specs: Iterable[Mapping[str, Any]], known: tuple[str, ...]) -> None:

@@ -76,7 +76,6 @@ from prism.config.reproduce import (
 )
 from prism.config.schema import (
     Checked,
-    as_plain,
     to_schema,
 )
 
@@ -129,7 +128,6 @@ __all__ = [
     "SubjectiveWording",
     "TrackingConfig",
     "VariantSpec",
-    "as_plain",
     "check_model_name",
     "one_of",
     "to_schema",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from omegaconf import MISSING
@@ -91,3 +91,13 @@ class PrismConfig:
         self.dataset.check()
         self.generation.check()
         self.store.check()
+
+    def resolved(self) -> dict[str, Any]:
+        """The experiment as its ``config/resolved.yaml`` and MLflow params record it: each group's fields, nested.
+
+        Hydra's ``defaults`` list is the composition order, not configuration: it is left out, as Hydra leaves it
+        out of a composed config.
+        """
+        record = asdict(self)
+        record.pop("defaults", None)
+        return record

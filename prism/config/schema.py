@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from prism.errors import ConfigError
@@ -39,14 +38,3 @@ def to_schema(cfg: Any, schema: type[T]) -> T:
     if isinstance(value, Checked):
         value.check()
     return value
-
-
-def as_plain(cfg: Any) -> dict[str, Any]:
-    """A schema instance as plain nested dicts and lists, field names unchanged (for YAML and MLflow).
-
-    The ``defaults`` list of a top-level schema is Hydra's composition order, not configuration: it is
-    left out, as Hydra leaves it out of a composed config.
-    """
-    plain = dataclasses.asdict(cfg)
-    plain.pop("defaults", None)
-    return plain

@@ -36,7 +36,7 @@ from prism.conditions import (
     render_all,
     reordering_conditions,
 )
-from prism.config import GenerationConfig, PrismConfig, as_plain
+from prism.config import GenerationConfig, PrismConfig
 from prism.errors import ConfigError
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
@@ -126,7 +126,7 @@ def run_params(cfg: PrismConfig, condition_set: ConditionSet) -> dict[str, str]:
     from prism.run.tracking import flatten
 
     params = {
-        k: v for k, v in flatten(as_plain(cfg)).items()
+        k: v for k, v in flatten(cfg.resolved()).items()
         if not any(k == u or k.startswith(u + ".") for u in _UNLOGGED_PARAMS)
         and not (k == "model.endpoints" and not v)  # unset: a one-endpoint run's params are what they were
     }
@@ -149,7 +149,7 @@ def default_output_dir() -> Path:
 
 def write_run_inputs(out: Path, cfg: PrismConfig, frozen: FrozenSet, condition_set: ConditionSet) -> None:
     """Write the resolved config, frozen questions and templates that the run's artifacts are made of."""
-    plain = as_plain(cfg)
+    plain = cfg.resolved()
     (out / "config").mkdir(parents=True, exist_ok=True)
     hydra_dir = out / ".hydra"
     if hydra_dir.is_dir():  # Hydra's own config.yaml, overrides.yaml and hydra.yaml

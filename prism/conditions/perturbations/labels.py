@@ -7,12 +7,12 @@ The output requirement names what the labels are, so it changes with them: the c
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prism.conditions.perturbations.ops import Library, Op, named, register_op
 from prism.conditions.perturbations.variant import Attribute, SpecError, Variant, fill
+from prism.config import StepSpec
 
 _ROMAN = re.compile(r"m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})", re.IGNORECASE)
 
@@ -84,10 +84,10 @@ class Relabel:
         return None
 
 
-def _relabel(spec: Mapping[str, Any], library: Library) -> Relabel:
+def _relabel(spec: StepSpec, library: Library) -> Relabel:
     if "{kind}" not in library.closing:
         raise SpecError("step 'relabel' needs a closing with {kind}, so the output requirement names the labels")
-    return Relabel(str(spec["to"]), named(library, "label_sets", spec.get("to")), library.closing)
+    return Relabel(str(spec.to), named(library, "label_sets", spec.to), library.closing)
 
 
 register_op(Op("relabel", _relabel, Relabel, takes="label_sets"))

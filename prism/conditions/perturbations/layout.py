@@ -44,5 +44,5 @@ class Reformat:
         return None
 
 
-register_op(Op("reformat", lambda spec, library: Reformat(str(spec["to"]), named(library, "formats", spec.get("to"))),
+register_op(Op("reformat", lambda spec, library: Reformat(str(spec.to), named(library, "formats", spec.to)),
                Reformat, takes="formats"))

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prism.conditions.perturbations.ops import Library, Op, named, register_op
 from prism.conditions.perturbations.variant import Attribute, PerturbationError, SpecError, Variant
+from prism.config import StepSpec
 from prism.types import Question
 
 # Options that speak of the other options. Matched anywhere in an option, ignoring case.
@@ -139,11 +139,11 @@ class RemoveAnswer:
                 "use a condition set without this step.")
 
 
-def _remove_answer(spec: Mapping[str, Any], library: Library) -> RemoveAnswer:
-    text = str(named(library, "added_options", spec.get("to")))
+def _remove_answer(spec: StepSpec, library: Library) -> RemoveAnswer:
+    text = str(named(library, "added_options", spec.to))
     if not text.strip():
-        raise SpecError(f"added_options.{spec['to']} is empty; the added option needs a text")
-    return RemoveAnswer(str(spec["to"]), text)
+        raise SpecError(f"added_options.{spec.to} is empty; the added option needs a text")
+    return RemoveAnswer(str(spec.to), text)
 
 
 register_op(Op("remove_answer", _remove_answer, RemoveAnswer, takes="added_options"))

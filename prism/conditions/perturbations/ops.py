@@ -18,16 +18,13 @@ from typing import Any
 
 from prism.conditions.perturbations.step import Step
 from prism.conditions.perturbations.variant import Format, SpecError
+from prism.config import ConditionsConfig, FormatSpec, StepSpec
 
 
-def format_from(spec: Mapping[str, Any], where: str) -> Format:
-    """Build a :class:`Format` from its config mapping, refusing one that cannot render."""
-    fmt = Format(
-        layout=str(spec["layout"]),
-        option=str(spec.get("option", "{label}. {text}")),
-        option_separator=str(spec.get("option_separator", "\n")),
-        paragraph=str(spec.get("paragraph", "\n\n")),
-    )
+def format_from(spec: FormatSpec, where: str) -> Format:
+    """Build a :class:`Format` from its config, refusing one that cannot render."""
+    fmt = Format(layout=spec.layout, option=spec.option, option_separator=spec.option_separator,
+                 paragraph=spec.paragraph)
     problems = fmt.problems()
     if problems:
         raise SpecError(f"{where}: {'; '.join(problems)}")
@@ -62,18 +59,18 @@ class Library:
     draws: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> Library:
-        """Read the library out of a condition set's config mapping (missing parts are empty)."""
+    def from_config(cls, cfg: ConditionsConfig) -> Library:
+        """Read the library out of a condition set's config (missing parts are empty)."""
         return cls(
-            closing=str(cfg["closing"]),
-            formats={str(k): format_from(v, f"format {k!r}") for k, v in (cfg.get("formats") or {}).items()},
-            label_sets={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("label_sets") or {}).items()},
-            instructions={str(k): str(v) for k, v in (cfg.get("instructions") or {}).items()},
-            synonyms={str(k): tuple(str(x) for x in v) for k, v in (cfg.get("synonyms") or {}).items()},
-            protected_words=frozenset(str(w).lower() for w in cfg.get("protected_words") or ()),
-            added_options={str(k): str(v) for k, v in (cfg.get("added_options") or {}).items()},
-            system_prompts={str(k): str(v) for k, v in (cfg.get("system_prompts") or {}).items()},
-            draws={str(k): v for k, v in (cfg.get("draws") or {}).items()},
+            closing=cfg.closing,
+            formats={name: format_from(spec, f"format {name!r}") for name, spec in cfg.formats.items()},
+            label_sets={name: tuple(labels) for name, labels in cfg.label_sets.items()},
+            instructions=dict(cfg.instructions),
+            synonyms={word: tuple(words) for word, words in cfg.synonyms.items()},
+            protected_words=frozenset(word.lower() for word in cfg.protected_words),
+            added_options=dict(cfg.added_options),
+            system_prompts=dict(cfg.system_prompts),
+            draws=dict(cfg.draws),
         )
 
 
@@ -85,9 +82,9 @@ def named(library: Library, kind: str, name: Any) -> Any:
     return table[str(name)]
 
 
-def count_of(spec: Mapping[str, Any], op: str, default: int | None, allow_all: bool = False) -> int | None:
+def count_of(spec: StepSpec, op: str, default: int | None, allow_all: bool = False) -> int | None:
     """A step's ``count:``, or ``default`` without one (an error when there is no default, unless ``allow_all``)."""
-    count = spec.get("count", None)
+    count = spec.count
     if count is None:
         if default is None and not allow_all:
             raise SpecError(f"step {op!r} needs 'count:'")
@@ -113,7 +110,7 @@ class Op:
     """
 
     name: str
-    build: Callable[[Mapping[str, Any], Library], Step]
+    build: Callable[[StepSpec, Library], Step]
     step_type: type
     takes: str | None = None
     family_seeded: bool = False
@@ -153,17 +150,17 @@ def family_seeded_types() -> tuple[type, ...]:
     return tuple(op.step_type for op in ops().values() if op.family_seeded)
 
 
-def make_step(spec: Mapping[str, Any], library: Library) -> Step:
+def make_step(spec: StepSpec, library: Library) -> Step:
     """Build one step from its spec (``op``, and ``to`` / ``count`` where the op takes them).
 
     Raises:
         SpecError: For an unknown op (listing the known ones), a missing or unknown ``to``, or a bad count.
     """
-    name = str(spec.get("op"))
+    name = spec.op
     known = ops()
     if name not in known:
         raise SpecError(f"unknown step op {name!r}; known: {sorted(known)}")
     op = known[name]
-    if op.takes is None and spec.get("to") is not None:
+    if op.takes is None and spec.to is not None:
         raise SpecError(f"step {name!r} takes no 'to:'")
     return op.build(spec, library)

@@ -18,13 +18,13 @@ with its key's label (:func:`prism.conditions.perturbations.variant.demonstratio
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prism.conditions.perturbations.ops import Library, Op, count_of, named, register_op
 from prism.conditions.perturbations.step import Step
 from prism.conditions.perturbations.variant import Attribute, SpecError, Variant
+from prism.config import StepSpec
 
 _SHOTS: frozenset[Attribute] = frozenset({"shots"})
 _SHOT_TURN: frozenset[Attribute] = frozenset({"shot_turn"})
@@ -160,10 +160,10 @@ def demonstrations_needed(steps: Iterable[Step]) -> int:
     return max((step.needs for step in steps if isinstance(step, Shots)), default=0)
 
 
-def _shots(spec: Mapping[str, Any], library: Library) -> Shots:
+def _shots(spec: StepSpec, library: Library) -> Shots:
     count = count_of(spec, "shots", None)
     assert count is not None  # count_of refuses a missing count without a default
-    draw = str(spec.get("to") or FIRST_DRAW)
+    draw = str(spec.to or FIRST_DRAW)
     if draw == FIRST_DRAW:
         return Shots(count)
     offset = named(library, "draws", draw)

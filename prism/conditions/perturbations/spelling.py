@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from prism.conditions.perturbations.ops import Op, count_of, register_op
 from prism.conditions.perturbations.variant import Attribute, Variant
+from prism.config import StepSpec
 
 # A whitespace-separated chunk: punctuation, a plain word, punctuation.
 _CHUNK = re.compile(r"\S+")
@@ -207,7 +208,7 @@ class NestedTypos(_TypoStep):
         return None
 
 
-def _required_count(spec: Mapping[str, Any], op: str) -> int:
+def _required_count(spec: StepSpec, op: str) -> int:
     count = count_of(spec, op, None)
     assert count is not None  # count_of raises without one
     return count

@@ -10,10 +10,10 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prism.conditions.perturbations.ops import Library, Op, count_of, named, register_op
 from prism.conditions.perturbations.variant import Attribute, SpecError, Variant
+from prism.config import StepSpec
 
 _INSTRUCTION: frozenset[Attribute] = frozenset({"instruction"})
 _WORD = re.compile(r"[A-Za-z]+")
@@ -95,11 +95,11 @@ class Synonyms:
         return None
 
 
-def _instruct(spec: Mapping[str, Any], library: Library) -> Instruct:
-    return Instruct(str(spec["to"]), named(library, "instructions", spec.get("to")))
+def _instruct(spec: StepSpec, library: Library) -> Instruct:
+    return Instruct(str(spec.to), named(library, "instructions", spec.to))
 
 
-def _synonyms(spec: Mapping[str, Any], library: Library) -> Synonyms:
+def _synonyms(spec: StepSpec, library: Library) -> Synonyms:
     if not library.synonyms:
         raise SpecError("step 'synonyms' needs a 'synonyms:' word list in the condition set")
     return Synonyms.from_mapping(library.synonyms, count_of(spec, "synonyms", None, allow_all=True))

@@ -13,12 +13,11 @@ The texts are data in the condition set (``prism/conf/conditions/turns.yaml``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prism.conditions.perturbations.ops import Library, Op, named, register_op
 from prism.conditions.perturbations.variant import Attribute, Variant
+from prism.config import StepSpec
 
 _TURN: frozenset[Attribute] = frozenset({"turn"})
 
@@ -78,8 +77,8 @@ class InstructionToSystem:
         return None
 
 
-def _system(spec: Mapping[str, Any], library: Library) -> SystemPrompt:
-    return SystemPrompt(str(spec["to"]), named(library, "system_prompts", spec.get("to")))
+def _system(spec: StepSpec, library: Library) -> SystemPrompt:
+    return SystemPrompt(str(spec.to), named(library, "system_prompts", spec.to))
 
 
 register_op(Op("system", _system, SystemPrompt, takes="system_prompts"))

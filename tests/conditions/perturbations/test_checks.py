@@ -119,6 +119,7 @@ def test_a_question_that_cannot_take_the_labels_is_named() -> None:
 def test_a_format_that_drops_the_closing_is_caught_before_it_renders() -> None:
     from prism.conditions.perturbations.ops import format_from
     from prism.conditions.perturbations.variant import SpecError
+    from prism.config import FormatSpec
 
     with pytest.raises(SpecError, match=r"\{closing\} must appear exactly once"):
-        format_from({"layout": "{question}\n{options}"}, "format 'bad'")
+        format_from(FormatSpec(layout="{question}\n{options}"), "format 'bad'")

@@ -19,6 +19,7 @@ from prism.conditions.perturbations.ops import Library, make_step
 from prism.conditions.perturbations.shots import ReverseShots, Shots, ShotsAsTurns, ShuffleShots
 from prism.conditions.perturbations.text import Instruct
 from prism.conditions.perturbations.variant import SpecError, body_text, to_prompt
+from prism.config import StepSpec
 from prism.types import Question, Turn
 
 DIRECT = "Answer the following question by selecting the correct option."
@@ -117,14 +118,14 @@ def test_a_demonstration_outside_the_draw_or_the_question_itself_fails_the_check
 
 def test_the_shots_op_reads_its_count_and_draw_from_the_set() -> None:
     library = Library(closing="c", draws={"second": 4})
-    assert make_step({"op": "shots", "count": 4, "to": "second"}, library) == Shots(4, "second", 4)
-    assert make_step({"op": "shots", "count": 2}, library) == Shots(2)
+    assert make_step(StepSpec(op="shots", count=4, to="second"), library) == Shots(4, "second", 4)
+    assert make_step(StepSpec(op="shots", count=2), library) == Shots(2)
     with pytest.raises(SpecError, match="needs 'count:'"):
-        make_step({"op": "shots"}, library)
+        make_step(StepSpec(op="shots"), library)
     with pytest.raises(SpecError, match="names no entry of draws"):
-        make_step({"op": "shots", "count": 1, "to": "nowhere"}, library)
+        make_step(StepSpec(op="shots", count=1, to="nowhere"), library)
     with pytest.raises(SpecError, match="whole number"):
-        make_step({"op": "shots", "count": 1, "to": "bad"}, Library(closing="c", draws={"bad": -1}))
+        make_step(StepSpec(op="shots", count=1, to="bad"), Library(closing="c", draws={"bad": -1}))
 
 
 def fewshot():
