@@ -173,7 +173,7 @@ def _reordered(run: LoggedRun, design: ConditionSet | None) -> tuple[str, ...]:
     """The run's conditions that reorder its ordered scale (``dataset.ordinal``), or ``()``."""
     from prism.conditions import reordering_conditions
 
-    if design is None or run.param("dataset.ordinal").lower() != "true":
+    if design is None or not run.ordinal:
         return ()
     return tuple(reordering_conditions(design))
 

@@ -164,7 +164,6 @@ def has_no_key(item: RunEvidence) -> bool:
     Read from the run's ``dataset.answer_format`` (``none``) or ``dataset.type`` (``subjective``) params,
     else from what it logged: no accuracy beside an answer recovery rate.
     """
-    params = item.run.params
-    if params.get("dataset.answer_format") == "none" or params.get("dataset.type") == "subjective":
+    if item.run.answer_format == "none" or item.run.dataset_type == "subjective":
         return True
     return "accuracy" not in item.metrics and "answer_recovery_rate" in item.metrics

@@ -246,7 +246,7 @@ def _tag(key: str) -> Callable[[RunEvidence], str]:
 def _source(item: RunEvidence) -> str:
     """Where the weights came from: an Ollama tag, a Python package, or a file path (per machine)."""
     run, details = item.run, item.run.model_detail
-    for value in (details.get("tag"), run.param("model.package"), run.param("model.path"), details.get("path")):
+    for value in (details.get("tag"), run.model_package, run.model_path, details.get("path")):
         if value and value not in ("null", "None"):
             return value
     return "–"
@@ -254,7 +254,7 @@ def _source(item: RunEvidence) -> str:
 
 def _size(item: RunEvidence) -> str:
     logged = item.metrics.get("n_questions")
-    return str(int(logged)) if logged is not None else item.run.params.get("dataset.n", "–")
+    return str(int(logged)) if logged is not None else item.run.dataset_n or "–"
 
 
 def _token_pair(prompt: str, completion: str) -> Callable[[RunEvidence], str]:
@@ -440,6 +440,5 @@ def method_items(n_boot: int, seed: int) -> list[str]:
 
 def sampling_used(evidence: Sequence[RunEvidence]) -> str:
     """The temperatures and repetitions the runs used, for the note under what PRISM does not claim."""
-    sampling = sorted({(item.run.params.get("generation.temperature", "?"),
-                        item.run.params.get("generation.repetitions", "?")) for item in evidence})
+    sampling = sorted({(item.run.temperature or "?", item.run.repetitions or "?") for item in evidence})
     return "; ".join(f"temperature {t}, {r} repetition(s)" for t, r in sampling)

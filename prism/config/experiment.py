@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,7 +11,7 @@ from omegaconf import MISSING
 from prism.config.conditions import ConditionsConfig
 from prism.config.dataset import DatasetConfig
 from prism.config.generation import GenerationConfig
-from prism.config.model import ModelConfig
+from prism.config.model import ModelConfig, PricingConfig
 from prism.errors import ConfigError
 
 
@@ -57,6 +58,27 @@ class BudgetConfig:
     # Requests to the model server this run may send for cells (the identity probe not counted); null: no cap.
     max_requests: int | None = None
 
+    @property
+    def limited(self) -> bool:
+        """Whether any cap is set."""
+        return self.max_usd is not None or self.max_requests is not None
+
+    def check(self, pricing: PricingConfig) -> None:
+        """Refuse caps that cannot be meant; a spending cap needs the model's prices to count spending.
+
+        Raises:
+            ConfigError: If a cap is negative or not finite, or ``max_usd`` is set without ``model.pricing``.
+        """
+        if self.max_requests is not None and self.max_requests < 0:
+            raise ConfigError(f"budget.max_requests={self.max_requests} must be a number of requests >= 0.")
+        if self.max_usd is not None:
+            if not (math.isfinite(self.max_usd) and self.max_usd >= 0):
+                raise ConfigError(f"budget.max_usd={self.max_usd!r} must be an amount in US dollars >= 0.")
+            if not pricing.priced:
+                raise ConfigError("budget.max_usd needs the model's prices to count spending: set "
+                                  "model.pricing.input_per_mtok and model.pricing.output_per_mtok (US dollars per "
+                                  "million tokens, from the provider's price page).")
+
 
 @dataclass
 class PrismConfig:
@@ -91,6 +113,7 @@ class PrismConfig:
         self.dataset.check()
         self.generation.check()
         self.store.check()
+        self.budget.check(self.model.pricing)
 
     def resolved(self) -> dict[str, Any]:
         """The experiment as its ``config/resolved.yaml`` and MLflow params record it: each group's fields, nested.

@@ -24,6 +24,11 @@ class PricingConfig:
     # The discount of a batch API (0.5: half price), for the batch APIs of a later release; not applied yet.
     batch_discount: float = 0.5
 
+    @property
+    def priced(self) -> bool:
+        """Whether both prices are set (a run then logs cost_usd)."""
+        return self.input_per_mtok is not None and self.output_per_mtok is not None
+
     def check(self) -> None:
         """Refuse prices that cannot be meant, before anything is asked.
 

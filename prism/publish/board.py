@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prism.compare.evidence import RunEvidence
+from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import COMPARABILITY, canonical_value
 from prism.publish.runs import Cell, cell_of
@@ -63,13 +63,6 @@ LIKELIHOOD = (
 )
 # Cell-level rates: the scored-record flag each one pools.
 _CELL_FLAGS = {"accuracy": "correct", "answer_recovery_rate": "recovered", "instruction_compliance_rate": "compliant"}
-
-
-def has_no_key(item: RunEvidence) -> bool:
-    """Whether the run's items have no answer key (key metrics are then absent from MLflow by design)."""
-    if item.run.params.get("dataset.type") == "subjective":
-        return True
-    return "accuracy" not in item.metrics and "answer_recovery_rate" in item.metrics
 
 
 def intervals(item: RunEvidence, n_boot: int, seed: int) -> dict[str, Estimate]:

@@ -41,13 +41,13 @@ def dataset_label(run: LoggedRun) -> str:
     Runs on two splits of one dataset are asked different questions, so they are different columns of
     the site, never one.
     """
-    name, split = run.params.get("dataset.name", "not recorded"), run.params.get("dataset.split", "test")
+    name, split = run.dataset or "not recorded", run.dataset_split or "test"
     return name if split == "test" else f"{name} ({split})"
 
 
 def cell_of(run: LoggedRun) -> Cell:
     """The run's model x dataset (with its split) x condition set."""
-    return Cell(run.model, dataset_label(run), run.params.get("conditions.name", "not recorded"))
+    return Cell(run.model, dataset_label(run), run.condition_set or "not recorded")
 
 
 def latest_per_cell(candidates: Iterable[LoggedRun], selection: Selection) -> list[LoggedRun]:

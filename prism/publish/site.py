@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prism.compare.evidence import RunEvidence
+from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
 from prism.publish import board
@@ -226,13 +226,13 @@ def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
     if not two_readings.has_two_readings(item.metrics):
         return None
     run = item.run
-    rows = two_readings.site_rows(run.model, run.run_id, run.conditions, item.metrics, board.has_no_key(item))
+    rows = two_readings.site_rows(run.model, run.run_id, run.conditions, item.metrics, has_no_key(item))
     scored = item.scored
     observed = ([] if scored is None or scored.empty else
                 parted_cells(scored[scored["error"].isna()] if "error" in scored else scored, run.model, {}))
     return {"rows": rows, "cells": two_readings.parted(observed, item.questions), "total": len(observed),
             "measures": two_readings.MEASURES, "keyed": two_readings.KEYED,
-            "baseline": run.params.get("conditions.baseline", "the baseline"),
+            "baseline": run.baseline or "the baseline",
             "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty}
 
 

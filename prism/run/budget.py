@@ -17,15 +17,14 @@ Two checks, one before and one during the run:
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from prism.config import BudgetConfig, PricingConfig, PrismConfig
-from prism.errors import ConfigError, PrismError
+from prism.errors import PrismError
 from prism.records import RawRecord
-from prism.run.usage import cost_usd, priced
+from prism.run.usage import cost_usd
 
 T = TypeVar("T")
 
@@ -34,39 +33,17 @@ class BudgetReached(PrismError, RuntimeError):
     """A run refused, or stopped, because its budget would be or was exceeded; the message has the figures."""
 
 
-def check_budget(budget: BudgetConfig, pricing: PricingConfig) -> None:
-    """Refuse caps that cannot be meant.
-
-    Raises:
-        ConfigError: If a cap is negative or not finite, or ``max_usd`` is set without ``model.pricing``.
-    """
-    if budget.max_requests is not None and budget.max_requests < 0:
-        raise ConfigError(f"budget.max_requests={budget.max_requests} must be a number of requests >= 0.")
-    if budget.max_usd is not None:
-        if not (math.isfinite(budget.max_usd) and budget.max_usd >= 0):
-            raise ConfigError(f"budget.max_usd={budget.max_usd!r} must be an amount in US dollars >= 0.")
-        if not priced(pricing):
-            raise ConfigError("budget.max_usd needs the model's prices to count spending: set "
-                              "model.pricing.input_per_mtok and model.pricing.output_per_mtok (US dollars per million "
-                              "tokens, from the provider's price page).")
-
-
-def limited(budget: BudgetConfig) -> bool:
-    """Whether any cap is set."""
-    return budget.max_usd is not None or budget.max_requests is not None
-
-
 def refuse_over_budget(cfg: PrismConfig) -> None:
     """Refuse, before any request, a run whose plan exceeds ``budget`` (module docstring).
 
     Raises:
-        ConfigError: As :func:`check_budget`.
+        ConfigError: As :meth:`prism.config.BudgetConfig.check`.
         BudgetReached: With the plan's figures and the cap it exceeds.
     """
     from prism.run.dry_run import plan_run
 
-    check_budget(cfg.budget, cfg.model.pricing)
-    if not limited(cfg.budget):
+    cfg.budget.check(cfg.model.pricing)
+    if not cfg.budget.limited:
         return
     plan = plan_run(cfg)
     held = "an unknown number (no identity of this server recorded yet)" if plan.held is None else str(plan.held)
@@ -116,7 +93,7 @@ class BudgetGuard:
 
     def spend(self, record: RawRecord) -> None:
         """Count the answered cell's tokens at the model's prices."""
-        if not priced(self._pricing):
+        if not self._pricing.priced:
             return
         with self._lock:
             self.spent_usd += cost_usd(record.prompt_tokens or 0, record.completion_tokens or 0, self._pricing)
@@ -128,7 +105,7 @@ class BudgetGuard:
             caps.append(f"budget.max_requests={self._budget.max_requests}")
         if self._budget.max_usd is not None:
             caps.append(f"budget.max_usd={self._budget.max_usd:g}")
-        spent = f", spending ${self.spent_usd:.4f} at model.pricing" if priced(self._pricing) else ""
+        spent = f", spending ${self.spent_usd:.4f} at model.pricing" if self._pricing.priced else ""
         return BudgetReached(
             f"the run reached its budget ({', '.join(caps)}): it sent {self.sent} requests{spent}, and {left} cells "
             "were not asked. Every answered cell is kept: run the same command with a higher cap and it resumes "

@@ -33,7 +33,7 @@ from prism.run.cells import CellGrid
 from prism.run.fewshot import with_demonstrations
 from prism.run.generation import repetition_params
 from prism.run.store import CompletionStore
-from prism.run.usage import cost_usd, priced
+from prism.run.usage import cost_usd
 from prism.types import ModelIdentity
 
 #: How the prompt tokens were counted when no tokenizer is at hand.
@@ -113,7 +113,7 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
         backend.close()
     max_completion = sum(params[repetition].max_tokens for _, repetition in missing)
     pricing = cfg.model.pricing
-    cost = cost_usd(prompt_tokens, max_completion, pricing) if priced(pricing) else None
+    cost = cost_usd(prompt_tokens, max_completion, pricing) if pricing.priced else None
     return RunPlan(cells=cells, held=held, requests=len(missing), prompt_tokens=prompt_tokens, token_method=method,
                    max_completion_tokens=max_completion, cost_usd=cost, identity=source, model=cfg.model.name,
                    backend=cfg.model.backend)

@@ -225,3 +225,48 @@ class LoggedRun:
     def baseline(self) -> str:
         """The condition set's baseline (param ``conditions.baseline``), or ``""``."""
         return self.params.get("conditions.baseline", "")
+
+    @property
+    def dataset_split(self) -> str:
+        """The split the questions were drawn from (param ``dataset.split``), or ``""``."""
+        return self.params.get("dataset.split", "")
+
+    @property
+    def dataset_n(self) -> str:
+        """How many questions were sampled (param ``dataset.n``), or ``""``."""
+        return self.params.get("dataset.n", "")
+
+    @property
+    def sample_seed(self) -> str:
+        """The seed of the question sample (param ``dataset.sample_seed``), or ``""``."""
+        return self.params.get("dataset.sample_seed", "")
+
+    @property
+    def answer_format(self) -> str:
+        """How the answer key was read (param ``dataset.answer_format``; ``none``: items without a key), or ``""``."""
+        return self.params.get("dataset.answer_format", "")
+
+    @property
+    def ordinal(self) -> bool:
+        """Whether the options are an ordered scale (param ``dataset.ordinal``)."""
+        return self.params.get("dataset.ordinal", "").lower() == "true"
+
+    @property
+    def temperature(self) -> str:
+        """The sampling temperature (param ``generation.temperature``), or ``""``."""
+        return self.params.get("generation.temperature", "")
+
+    @property
+    def repetitions(self) -> str:
+        """Repetitions of each cell (param ``generation.repetitions``), or ``""``."""
+        return self.params.get("generation.repetitions", "")
+
+    @property
+    def model_package(self) -> str:
+        """The Python package the weights came from (param ``model.package``), or ``""``."""
+        return self.params.get("model.package", "")
+
+    @property
+    def model_path(self) -> str:
+        """The weights file (param ``model.path``), or ``""``."""
+        return self.params.get("model.path", "")

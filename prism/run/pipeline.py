@@ -43,7 +43,7 @@ from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.questions.demonstrations import DemonstrationDraw
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
-from prism.run.budget import BudgetGuard, limited, refuse_over_budget
+from prism.run.budget import BudgetGuard, refuse_over_budget
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
 from prism.run.context import check_context
 from prism.run.fewshot import with_demonstrations, write_demonstrations
@@ -211,7 +211,7 @@ def run(
         if store is not None:  # what a dry run of this model reads to count the cells the store holds
             record_identity(store, plan.backend, plan.identity)
         with _failing_run(plan.tracker, out):
-            guard = BudgetGuard(cfg.budget, cfg.model.pricing) if limited(cfg.budget) else None
+            guard = BudgetGuard(cfg.budget, cfg.model.pricing) if cfg.budget.limited else None
             offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.

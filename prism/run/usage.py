@@ -35,11 +35,6 @@ def is_usage_metric(name: str) -> bool:
     return name.startswith(USAGE_METRICS)
 
 
-def priced(pricing: PricingConfig) -> bool:
-    """Whether both prices are set."""
-    return pricing.input_per_mtok is not None and pricing.output_per_mtok is not None
-
-
 def cost_usd(prompt_tokens: int, completion_tokens: int, pricing: PricingConfig) -> float:
     """What these tokens cost at ``pricing`` (both prices set), in US dollars."""
     assert pricing.input_per_mtok is not None and pricing.output_per_mtok is not None
@@ -91,6 +86,6 @@ class Usage:
             metrics[f"tokens_completion/{name}"] = float(completion)
         if self.provider_cached is not None:
             metrics["tokens_provider_cached"] = float(self.provider_cached)
-        if priced(pricing):
+        if pricing.priced:
             metrics["cost_usd"] = cost_usd(self.prompt, self.completion, pricing)
         return metrics

@@ -18,7 +18,7 @@ from conftest import compose_config, run_overrides
 
 from prism.config import BudgetConfig, PricingConfig
 from prism.errors import ConfigError
-from prism.run.budget import BudgetReached, check_budget
+from prism.run.budget import BudgetReached
 from prism.run.pipeline import run
 
 pytest.importorskip("anthropic")
@@ -44,11 +44,11 @@ def command(server: AnthropicServer, workdir: Path, data_dir: Path, *extra: str,
 
 def test_caps_that_cannot_be_meant_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"budget\.max_usd needs the model.s prices"):
-        check_budget(BudgetConfig(max_usd=1.0), PricingConfig())
+        BudgetConfig(max_usd=1.0).check(PricingConfig())
     with pytest.raises(ConfigError, match=r"budget\.max_requests=-1"):
-        check_budget(BudgetConfig(max_requests=-1), PricingConfig())
+        BudgetConfig(max_requests=-1).check(PricingConfig())
     with pytest.raises(ConfigError, match=r"budget\.max_usd=-2\.0"):
-        check_budget(BudgetConfig(max_usd=-2.0), PricingConfig(1.0, 1.0))
+        BudgetConfig(max_usd=-2.0).check(PricingConfig(1.0, 1.0))
 
 
 def test_a_plan_over_either_cap_is_refused_with_the_figures_before_any_request(
