@@ -27,15 +27,12 @@ LOGS = {"lm_eval": ("lm_eval_gen", "samples_arc_local_gen.jsonl"), "inspect": ("
 def _import(fmt: str, path: Path, uri: str, out: Path) -> tuple[dict[str, float], float]:
     """Import one log; its metrics and the import's wall seconds."""
     from hydra import compose, initialize_config_dir
-    from hydra.core.config_store import ConfigStore
 
     from prism.conf import register_configs
-    from prism.config import to_schema
-    from prism.importer.config import ImportConfig
+    from prism.config import ImportConfig, to_schema
     from prism.importer.run import import_log
 
     register_configs()
-    ConfigStore.instance().store(name="import_schema", node=ImportConfig)
     with initialize_config_dir(config_dir=str(REPO / "prism" / "conf"), version_base="1.3"):
         cfg = to_schema(compose("import", [f"tracking.uri={uri}", f"format={fmt}", f"path={path}",
                                            "dataset.name=arc_challenge", "model.name=smollm2"]), ImportConfig)

@@ -55,3 +55,35 @@ def test_gemma3_270m_a_base_model_is_asked_with_plain_completion_by_default_and_
     assert gemma.chat is False and smollm2.chat is True
     assert keyed_settings(gemma) == {"chat": False} and keyed_settings(smollm2) == {}  # keys change only when false
     assert compose_config(["generation.cloze=true"]).generation.cloze_target == "label"
+
+
+def test_the_import_and_export_schemas_are_config_groups_that_check_themselves() -> None:
+    from conftest import compose
+
+    from prism.config import ExportConfig, ImportConfig, to_schema
+    from prism.errors import ConfigError
+
+    cfg = to_schema(compose("import", ["format=lm_eval", "path=samples_arc_local.jsonl"]), ImportConfig)
+    assert (cfg.format, cfg.model.name, cfg.dataset.split) == ("lm_eval", None, "test")
+    with pytest.raises(ConfigError, match=r"format='lm-eval' is not known; use one of: lm_eval, inspect"):
+        to_schema(compose("import", ["format=lm-eval", "path=x.jsonl"]), ImportConfig)
+    with pytest.raises(ConfigError, match="run= must name"):
+        to_schema(compose("export", ["run=''"]), ExportConfig)
+
+
+def test_the_options_reference_lists_prism_import_and_prism_export() -> None:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    hook = Path(__file__).resolve().parents[1] / "docs" / "hooks" / "options_reference.py"
+    spec = importlib.util.spec_from_file_location("options_reference", hook)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    page = module.render()
+    for heading, schema, key in (("python -m prism.importer", "ImportConfig", "`dataset.split`"),
+                                 ("python -m prism.importer.export_main", "ExportConfig", "`push`")):
+        section = page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"schema `{schema}`" in section and f"| {key} |" in section

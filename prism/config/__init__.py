@@ -12,6 +12,7 @@ from prism.config.choices import (
     DATASET_RULES,
     DATASET_TYPES,
     FILE_FORMATS,
+    IMPORT_FORMATS,
     MAX_OPTIONS,
     MIN_OPTIONS,
     AnswerFormat,
@@ -28,6 +29,8 @@ from prism.config.choices import (
     FamilyScaleField,
     FileFormat,
     FileFormatField,
+    ImportFormat,
+    ImportFormatField,
     PlanEffectKind,
     PlanEffectKindField,
     one_of,
@@ -61,6 +64,12 @@ from prism.config.experiment import (
 from prism.config.generation import (
     GenerationConfig,
 )
+from prism.config.importer import (
+    ExportConfig,
+    ImportConfig,
+    ImportDataset,
+    ImportModel,
+)
 from prism.config.model import (
     ModelConfig,
     PricingConfig,
@@ -84,6 +93,7 @@ __all__ = [
     "DATASET_RULES",
     "DATASET_TYPES",
     "FILE_FORMATS",
+    "IMPORT_FORMATS",
     "MAX_OPTIONS",
     "MIN_OPTIONS",
     "AnswerFormat",
@@ -107,6 +117,7 @@ __all__ = [
     "DatasetType",
     "DatasetTypeField",
     "DemonstrationsConfig",
+    "ExportConfig",
     "FamilyScale",
     "FamilyScaleField",
     "FamilySpec",
@@ -114,6 +125,11 @@ __all__ = [
     "FileFormatField",
     "FormatSpec",
     "GenerationConfig",
+    "ImportConfig",
+    "ImportDataset",
+    "ImportFormat",
+    "ImportFormatField",
+    "ImportModel",
     "ModelConfig",
     "PlanConfig",
     "PlanEffect",

@@ -17,6 +17,8 @@ FamilyScale = Literal["nominal", "ordinal", "numeric"]
 ComparePairs = Literal["reference", "all"]
 ClozeTarget = Literal["label", "text"]
 PlanEffectKind = Literal["shift", "accuracy", "interaction"]
+# The log formats prism-import reads: an lm-evaluation-harness sample log, an inspect_ai eval log.
+ImportFormat = Literal["lm_eval", "inspect"]
 if TYPE_CHECKING:
     AnswerFormatField = AnswerFormat
     DatasetTypeField = DatasetType
@@ -26,15 +28,18 @@ if TYPE_CHECKING:
     ComparePairsField = ComparePairs
     ClozeTargetField = ClozeTarget
     PlanEffectKindField = PlanEffectKind
+    ImportFormatField = ImportFormat
 else:
     AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
     FamilyScaleField = ComparePairsField = ClozeTargetField = PlanEffectKindField = str
+    ImportFormatField = str
 
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
 # File formats ``datasets`` reads, by the name ``dataset.format`` takes and by suffix.
 FILE_FORMATS: dict[FileFormat, str] = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}
 DATASET_RULES: tuple[DatasetRule, ...] = get_args(DatasetRule)
+IMPORT_FORMATS: tuple[ImportFormat, ...] = get_args(ImportFormat)
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 
 

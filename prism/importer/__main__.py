@@ -9,7 +9,6 @@ import logging
 import sys
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
@@ -19,21 +18,11 @@ register_configs()
 log = logging.getLogger("prism")
 
 
-def _register() -> None:
-    from prism.importer.config import ImportConfig
-
-    ConfigStore.instance().store(name="import_schema", node=ImportConfig)
-
-
-_register()
-
-
 @hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="import")
 def main(cfg: DictConfig) -> None:
     """Import one lm-eval or inspect_ai log as a PRISM run recorded in MLflow."""
-    from prism.config import to_schema
+    from prism.config import ImportConfig, to_schema
     from prism.errors import PrismError
-    from prism.importer.config import ImportConfig
     from prism.importer.run import import_log
 
     try:

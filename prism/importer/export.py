@@ -10,7 +10,8 @@ the Hub's layout), and the same dataset as ``save_to_disk`` writes it under ``di
 (``datasets.load_from_disk(out / "disk")``). The card
 holds the provenance: model digest, config, versions, PRISM commit, the question source's
 licence, and for an imported run where it came from. ``push=REPO`` uploads the folder with
-``huggingface_hub`` (needs a token and network; not exercised by the tests).
+``huggingface_hub`` (needs a token and network; tested against a loopback stand-in of the Hub's API,
+``tests/importer/hub_server.py``, on the git-lfs upload path, not the Xet one).
 """
 
 from __future__ import annotations

@@ -12,22 +12,12 @@ import tempfile
 from pathlib import Path
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from prism.conf import register_configs
 
 register_configs()
 log = logging.getLogger("prism")
-
-
-def _register() -> None:
-    from prism.importer.config import ExportConfig
-
-    ConfigStore.instance().store(name="export_schema", node=ExportConfig)
-
-
-_register()
 
 
 def export(run: str, out: Path, tracking_uri: str | None, push_to: str | None = None,
@@ -46,13 +36,11 @@ def export(run: str, out: Path, tracking_uri: str | None, push_to: str | None = 
 @hydra.main(version_base="1.3", config_path="pkg://prism.conf", config_name="export")
 def main(cfg: DictConfig) -> None:
     """Write one run or comparison as a dataset folder."""
-    from prism.config import to_schema
+    from prism.config import ExportConfig, to_schema
     from prism.errors import PrismError
-    from prism.importer.config import ExportConfig
 
     try:
-        settings = to_schema(cfg, ExportConfig)
-        settings.check()
+        settings = to_schema(cfg, ExportConfig)  # checked once, there
         out, pushed = export(settings.run, Path(settings.out), settings.tracking.uri, settings.push,
                              settings.overwrite)
     except PrismError as exc:

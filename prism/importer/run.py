@@ -6,8 +6,8 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from prism.config import ImportConfig
 from prism.importer.build import Imported, Source, prepare, upload
-from prism.importer.config import ImportConfig
 
 log = logging.getLogger(__name__)
 

@@ -58,13 +58,10 @@ def test_a_truncated_or_foreign_file_is_refused(tmp_path: Path) -> None:
 
 def test_an_inspect_log_imports_as_a_run_beside_its_lm_eval_twin(tmp_path: Path, mlflow_template: Path) -> None:
     from conftest import compose, fresh_mlflow
-    from hydra.core.config_store import ConfigStore
 
-    from prism.config import to_schema
-    from prism.importer.config import ImportConfig
+    from prism.config import ImportConfig, to_schema
     from prism.importer.run import import_log
 
-    ConfigStore.instance().store(name="import_schema", node=ImportConfig)
     uri = f"sqlite:///{fresh_mlflow(mlflow_template, tmp_path)}"
     cfg = to_schema(compose("import", [f"tracking.uri={uri}", "format=inspect", f"path={EVAL}",
                                        "dataset.name=arc_challenge"]), ImportConfig)

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURE_DATA, compose, fresh_mlflow
 
-from prism.config import CompareConfig, to_schema
+from prism.config import CompareConfig, ImportConfig, to_schema
 from prism.importer.build import AGREEMENT_ARTIFACT, CLOZE_ONLY, verdict
-from prism.importer.config import ImportConfig
 from prism.importer.mapping import ImportLogError
 from prism.importer.run import import_log
 from prism.parsing import parse_response
@@ -26,9 +25,6 @@ MC = FIXTURE_DATA / "imports" / "samples_arc_local.jsonl"
 
 
 def settings(uri: str, *overrides: str) -> ImportConfig:
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name="import_schema", node=ImportConfig)
     return to_schema(compose("import", [f"tracking.uri={uri}", *overrides]), ImportConfig)
 
 

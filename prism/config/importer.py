@@ -1,4 +1,4 @@
-"""The schemas of ``prism-import`` and ``prism-export`` (``prism/conf/import.yaml``, ``prism/conf/export.yaml``)."""
+"""``prism-import`` (``conf/import.yaml``) and ``prism-export`` (``conf/export.yaml``): which log, which run, where."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from prism.config import TrackingConfig
+from prism.config.choices import IMPORT_FORMATS, ImportFormatField, one_of
+from prism.config.experiment import TrackingConfig
 from prism.errors import ConfigError
-
-FORMATS = ("lm_eval", "inspect")
 
 
 @dataclass
@@ -27,6 +26,7 @@ class ImportDataset:
 
     # null: the mapping's name (lm_eval), inspect's dataset name (inspect).
     name: str | None = None
+    # The split the questions came from (recorded; the log does not say it).
     split: str = "test"
 
 
@@ -38,15 +38,17 @@ class ImportConfig:
     tracking: TrackingConfig = MISSING
     # lm_eval: an lm-evaluation-harness sample log (samples_<task>_<time>.jsonl, --log_samples);
     # inspect: an inspect_ai eval log (.eval or .json), read with inspect_ai's reader (the [inspect] extra).
-    format: str = MISSING  # one of FORMATS (OmegaConf types no Literal; check() refuses others)
+    # One of lm_eval, inspect (IMPORT_FORMATS: a str to OmegaConf, which refuses Literal; check() checks it).
+    format: ImportFormatField = MISSING
     # The log file.
     path: str = MISSING
     model: ImportModel = field(default_factory=ImportModel)
     # lm_eval: a shipped mapping (arc_challenge, arc_easy, mmlu, sciq, openbookqa, commonsense_qa) or a YAML
     # file; null: by the task's name, else recognised from the doc's fields.
     mapping: str | None = None
-    # lm_eval: the task's name when the file's name does not say it; filter: which of its filters to read.
+    # lm_eval: the task's name when the file's name does not say it (null: from samples_<task>_<time>.jsonl).
     task: str | None = None
+    # lm_eval: which of the task's filters gives lm-eval's extracted answer (null: the first in the file).
     filter: str | None = None
     # inspect: which scorer's extracted answer is the source's (null: the first).
     scorer: str | None = None
@@ -60,9 +62,7 @@ class ImportConfig:
         Raises:
             ConfigError: Naming the setting and the fix.
         """
-        if self.format not in FORMATS:
-            raise ConfigError(f"format={self.format!r} is not a log format PRISM imports; use format=lm_eval or "
-                              "format=inspect.")
+        one_of("format", self.format, IMPORT_FORMATS)
         if not self.path:
             raise ConfigError("path= must name the log file to import, e.g. path=samples_arc_challenge.jsonl.")
 
@@ -77,7 +77,8 @@ class ExportConfig:
     run: str = MISSING
     # The folder the dataset is written to (save_to_disk: Arrow files, plus data/*.parquet and README.md).
     out: str = "export"
-    # Push the dataset to the Hugging Face Hub as this repo id (needs a token and network; untested here).
+    # Push the dataset to the Hugging Face Hub as this repo id, a dataset repo (needs a token: HF_TOKEN or
+    # huggingface-cli login; the Hub's address is HF_ENDPOINT's, default https://huggingface.co).
     push: str | None = None
     # Overwrite a non-empty out folder.
     overwrite: bool = False
