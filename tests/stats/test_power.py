@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from prism.stats import basics, power
+from prism.plan.simulate import Population, _draw, shift_study, stated_population
+from prism.stats import basics, power, shifts
+from prism.stats.shifts import StepData
 
 
 def test_mcnemar_detectable_reaches_eighty_percent_power_in_simulation() -> None:
@@ -16,10 +18,48 @@ def test_mcnemar_detectable_reaches_eighty_percent_power_in_simulation() -> None
     assert 0.05 < d < psi
     rng = np.random.default_rng(1)
     rejected = 0
-    for _ in range(300):
+    for _ in range(600):
         draws = rng.multinomial(n, [(psi - d) / 2, (psi + d) / 2, 1 - psi])
         rejected += basics.mcnemar_exact(int(draws[0]), int(draws[1])) < 0.05
-    assert abs(rejected / 300 - power.POWER) < 0.08
+    assert abs(rejected / 600 - power.POWER) < 0.05  # 600 draws: a standard error of 1.6 points
+
+
+@pytest.mark.parametrize(("n", "psi", "d", "alpha"), [(60, 0.3, 0.15, 0.05), (25, 0.4, 0.3, 0.0125)])
+def test_mcnemar_power_is_the_exact_tests_rejection_rate(n: int, psi: float, d: float, alpha: float) -> None:
+    # Summing the exact test's rejection region must give what running the test on draws gives.
+    rng = np.random.default_rng(2)
+    draws = rng.multinomial(n, [(psi - d) / 2, (psi + d) / 2, 1 - psi], size=3000)
+    rate = np.mean([basics.mcnemar_exact(int(x[0]), int(x[1])) < alpha for x in draws])
+    assert power.mcnemar_power(n, psi, d, alpha) == pytest.approx(rate, abs=0.025)
+    assert power.mcnemar_power(n, psi, -d, alpha) == power.mcnemar_power(n, psi, d, alpha)  # two-sided
+    assert power.mcnemar_power(n, psi, 0.0, alpha) <= alpha  # the exact test holds its level
+
+
+def _null_step(population: Population, n: int, reps: int, seed: int) -> StepData:
+    rng = np.random.default_rng(seed)
+    base = population.probs[rng.integers(0, len(population.probs), n), 0]
+    source, other = _draw(rng, base, reps), _draw(rng, base, reps)
+    blocks = []
+    for a, b in zip(source, other, strict=True):
+        cats = np.concatenate([a, b])
+        blocks.append((np.asarray(cats[:, None] != cats[None, :], dtype=np.float64), reps, reps))
+    return StepData.from_blocks(blocks)
+
+
+def test_shift_detectable_reaches_eighty_percent_power_where_the_moved_null_does_not() -> None:
+    # The figure of a null study, then fresh studies with a shift of that size planted, tested as compare tests.
+    population = stated_population(0.6, 0.5, 4, ["C0", "C1"], seed=3)
+    data = _null_step(population, 30, 3, 11)
+    est = shifts.shift(data, n_boot=1, n_permutations=2000, seed=1)
+    assert est.null is not None
+    figure = power.shift_detectable(data, est.null, 0.05, seed=1)
+    moved = power.permutation_detectable(est.null, 0.05)
+    assert figure > moved  # the spread a shift adds costs power
+    assert figure == power.shift_detectable(data, est.null, 0.05, seed=1)  # seeded
+    sims = 300
+    found = sum(shift_study(population, 30, 3, figure, 0.05, 400, 100 + i) for i in range(sims)) / sims
+    assert abs(found - power.POWER) < 0.08, found
+    assert math.isnan(power.shift_detectable(data, np.array([]), 0.05))
 
 
 def test_mcnemar_detectable_shrinks_with_n_and_grows_at_a_holm_level() -> None:
