@@ -17,6 +17,7 @@ Every figure is a seeded simulation on scripted models with planted effects (CPU
     PYTHONPATH=. python -m benchmarks.plan_power --part calibration --sims 400
     PYTHONPATH=. python -m benchmarks.plan_power --part detectable --sims 1000   # (3) alone
     PYTHONPATH=. python -m benchmarks.plan_power --part gee --sims 200           # the GEE terms' figure
+    PYTHONPATH=. python -m benchmarks.plan_power --part pilot-grid --sims 100 --n 30,45   # from a grid pilot
     python -m benchmarks --only plan --quick          # both parts at toy size, to check the harness
 """
 
@@ -77,6 +78,31 @@ def grid_part(ns: Sequence[int], sims: int, effect: float, reps: int = 3) -> lis
         if first is None and hits / sims >= 0.8:
             first = n
     lines += ["", f"Smallest n tried reaching 0.8: {first if first is not None else 'none'}."]
+    return lines
+
+
+def pilot_grid_part(ns: Sequence[int], sims: int, effect: float, pilot_n: int = 60, reps: int = 3) -> list[str]:
+    """The same plan as :func:`grid_part`, from a grid *pilot*: one simulated run of section 11's grid read back.
+
+    The pilot (``pilot_n`` questions, ``reps`` repetitions, no planted effect) is read as ``prism.plan`` reads a
+    grid pilot (:func:`prism.plan.simulate.grid_from_cells`), and the studies draw its questions.
+    """
+    from prism.plan.simulate import grid_cells, grid_from_cells
+
+    pilot = grid_from_cells(grid_cells(section11_grid(), pilot_n, reps, PLANTED, 0.0, 2024), "P0")
+    lines = [f"Pilot: {pilot_n} questions x {reps} repetitions of section 11's grid, read back: question spread "
+             f"{pilot.spread:.2f} (true 0.5), planted cell's own logit {pilot.logits[PLANTED]:.2f} (true "
+             f"{section11_grid().logits[PLANTED]:.2f}).", "",
+             "| questions | planted | rejected at 5% [95% Wilson] | s |", "|---:|---:|---|---:|"]
+    for n in ns:
+        started = time.perf_counter()
+
+        def study(n_: int, r: int, seed: int) -> bool:
+            return interaction_study(pilot, n_, r, PLANTED, effect, 0.05, seed)
+
+        hits = power_at(study, n, reps, sims, 40)
+        lines.append(f"| {n} | {effect:+g} | {_rate(hits, sims)} | {time.perf_counter() - started:.0f} |")
+        print(lines[-1], flush=True)
     return lines
 
 
@@ -312,7 +338,7 @@ def run(ctx: Context) -> Section:
 def main() -> None:
     """Print one part's Markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("grid", "calibration", "detectable", "gee"), required=True)
+    parser.add_argument("--part", choices=("grid", "pilot-grid", "calibration", "detectable", "gee"), required=True)
     parser.add_argument("--sims", type=int, default=200)
     parser.add_argument("--n", default="30,50,70")
     parser.add_argument("--effect", type=float, default=-1.5)
@@ -326,6 +352,8 @@ def main() -> None:
         lines = detectable_part(args.sims)
     elif args.part == "gee":
         lines = gee_part(args.sims)
+    elif args.part == "pilot-grid":
+        lines = pilot_grid_part([int(v) for v in args.n.split(",")], args.sims, args.effect)
     else:
         lines = calibration_part(args.sims, args.quick, args.skip_ranking)
     print("\n".join(lines))
