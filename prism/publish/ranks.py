@@ -9,6 +9,7 @@ table, its rank interval and whether its order against every other compared run 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from prism.publish.comparisons import ComparisonEvidence
 from prism.run.names import PARAM_COMPARED_MODELS, PARAM_COMPARED_RUN_IDS
 
 TABLE = "rank_robustness"
+# Its text columns, shown as text (empty, not "nan", where the CSV had nothing).
+_TEXT_COLUMNS = ("model_a", "model_b", "dataset", "condition_set", "flips_at")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ def rank_rows(item: ComparisonEvidence) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for record in table.to_dict("records"):
         row = {str(k): v for k, v in record.items()}
+        for column in _TEXT_COLUMNS:  # an all-empty text column (no flips) reads back as NaN
+            value = row.get(column, "")
+            row[column] = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
         rows.append({**row, "robust": _true(row["robust"]), "run_a": run_of.get(str(row["model_a"]), ""),
                      "run_b": run_of.get(str(row["model_b"]), "")})
     return rows

@@ -172,8 +172,9 @@ def shift_detectable(data: StepData, null: NDArray[np.float64], alpha: float = S
       over :data:`PLANTINGS` seeded plantings of the shift in the step's own responses (which of them move,
       and how unequally the questions take it);
     - the test's critical value grows with it: the permutation null recomputed on :data:`PLANTED_NULLS`
-      planted copies (:data:`PLANTED_PERMUTATIONS` permutations each) is wider, and the step's own null is
-      scaled by the ratio of the two spreads, so its shape (and its ``1 - alpha`` quantile) is kept;
+      planted copies (:data:`PLANTED_PERMUTATIONS` permutations each, at the starting ``t``; its extra
+      variance taken as proportional to ``t``, the share of responses moved, at later steps) is wider, and
+      the step's own null is scaled by the ratio of the two spreads, so its shape is kept;
     - ``d = c(d) - mean + z_power * sd(d)``, solved by a few fixed-point steps from
       :func:`permutation_detectable` (the dependence on ``d`` is mild, so it settles in three or four).
 
@@ -209,14 +210,17 @@ def shift_detectable(data: StepData, null: NDArray[np.float64], alpha: float = S
     # below t, so every t of the iteration sees the same plantings.
     uniforms = [rng.random((PLANTINGS, int(b))) for b in data.n_to]
     detectable = start
+    first = min(1.0, math.sqrt(start / reach))
+    # The permutation null of planted copies, once, at the starting t: its extra variance grows in proportion
+    # to the share of responses moved, so later steps scale it (recomputing it costs as much as the test).
+    widened = float(np.mean([np.var(shifts.permuted_excess(_planted_step(data, uniforms, first, k),
+                                                          PLANTED_PERMUTATIONS, seed + 1 + k))
+                             for k in range(PLANTED_NULLS)])) / spread**2
     for _ in range(FIXED_POINT_STEPS):
         t = min(1.0, math.sqrt(detectable / reach))
         planted = _planted_excess(data, uniforms, t)
-        # The same permutations at every step (one generator per planted copy, reseeded), as the plantings.
-        widened = float(np.mean([np.std(shifts.permuted_excess(_planted_step(data, uniforms, t, k),
-                                                              PLANTED_PERMUTATIONS, seed + 1 + k))
-                                 for k in range(PLANTED_NULLS)])) / spread
-        moved = mean + (critical - mean) * max(1.0, widened)
+        ratio = math.sqrt(max(1.0, 1.0 + (widened - 1.0) * t / first)) if first > 0 else 1.0
+        moved = mean + (critical - mean) * ratio
         sd = math.sqrt(spread**2 + float(planted.var()))
         detectable = max(0.0, moved - mean + z_power * sd)
         if detectable >= reach:  # even moving every to-response is not enough

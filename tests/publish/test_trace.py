@@ -165,6 +165,7 @@ def test_the_comparison_page_renders_the_rank_table_of_its_comparison(built: dic
     robust = bool(expected["robust"])
     assert ("not robust to the prompt" in text_of(rows[0])) is not robust
     assert (rows[0].get("class") == "significant") is not robust
+    assert "nan" not in text_of(rows[0])  # an empty "flips at" read back from the CSV is shown as a dash
 
 
 def test_a_trace_page_shows_prompt_raw_response_parse_method_and_reading(built: dict[str, Any]) -> None:
