@@ -141,30 +141,46 @@ def shift_detectable_check(n: int, reps: int, family: int, sims: int, seed: int)
 
 
 def mcnemar_detectable_check(n: int, accuracy: float, sims: int, seed: int, family: int = 1) -> list[str]:
-    """The McNemar detectable |delta| against the simulated power of that difference (one condition)."""
+    """The McNemar detectable |delta| (five null studies) against the simulated power of that difference.
+
+    Each null study's observed 2 x 2 shares give the figure compare would report
+    (:func:`prism.stats.power.mcnemar_detectable`, with the both-correct share); fresh studies with model b's
+    logits moved so its accuracy drops by the mean figure say how often the exact test finds it.
+    """
     rng = np.random.default_rng(seed)
     p = 1 / (1 + np.exp(-(math.log(accuracy / (1 - accuracy)) + rng.normal(0, 1.0, 4000))))
     from prism.plan.simulate import _logit_shift
 
     level = power.holm_level(family)
-    # One null study's observed discordant share, as compare would see it, gives the figure.
-    q = p[rng.integers(0, len(p), n)]
-    a, b = rng.random(n) < q, rng.random(n) < q
-    discordant = float(np.mean(a != b))
-    detectable = power.mcnemar_detectable(n, discordant, level)
-    moved = _logit_shift(p, -detectable)
-    hits = 0
-    for _ in range(sims):
-        idx = rng.integers(0, len(p), n)
-        x, y = rng.random(n) < p[idx], rng.random(n) < moved[idx]
-        hits += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < level
-    return [f"| McNemar (accuracy), {n} pairs, level {level:.4g}, observed discordant {discordant:.3f} | "
-            f"{detectable:.4f} | {_rate(hits, sims)} | |"]
+    figures, shares, without = [], [], []
+    for _ in range(5):
+        q = p[rng.integers(0, len(p), n)]
+        a, b = rng.random(n) < q, rng.random(n) < q
+        discordant = float(np.mean(a != b))
+        shares.append(discordant)
+        figures.append(power.mcnemar_detectable(n, discordant, level, both_correct=float(np.mean(a & b))))
+        without.append(power.mcnemar_detectable(n, discordant, level))
+    detectable, before = float(np.mean(figures)), float(np.mean(without))
+
+    def found(size: float, stream: int) -> int:
+        moved = _logit_shift(p, -size)
+        draws = np.random.default_rng([seed, stream])
+        hits = 0
+        for _ in range(sims):
+            idx = draws.integers(0, len(p), n)
+            x, y = draws.random(n) < p[idx], draws.random(n) < moved[idx]
+            hits += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < level
+        return hits
+
+    return [f"| McNemar (accuracy {accuracy:g}), {n} pairs, level {level:.4g}, observed discordant "
+            f"{min(shares):.3f}-{max(shares):.3f} | {detectable:.4f} (five null studies: {min(figures):.4f}-"
+            f"{max(figures):.4f}) | {_rate(found(detectable, 1), sims)} | {before:.4f} (exact power at the observed "
+            f"discordance): {_rate(found(before, 2), sims)} |"]
 
 
 def detectable_part(sims: int) -> list[str]:
     """Each detectable effect compare reports against the simulated power at it (should be 0.8)."""
-    lines = ["| detectable effect | compare reports | simulated power at it | first version (null moved): "
+    lines = ["| detectable effect | compare reports | simulated power at it | without the alternative's spread: "
              "figure, power |", "|---|---:|---|---|"]
     checks: list[Callable[[], list[str]]] = [
         lambda: shift_detectable_check(40, 3, 4, sims, 3), lambda: shift_detectable_check(100, 3, 1, sims, 5),
@@ -199,20 +215,23 @@ def gee_detectable_check(name: str, grid: Grid, flat: bool, term: str, planted: 
 
     The planted cell moves exactly one coefficient of the term (treatment coding: a condition's own coefficient,
     or one cell's interaction coefficient), the case ``detectable_effect`` is computed for; the effect is
-    planted downwards (less often the baseline's answer), as a prompt that disturbs the model would.
+    planted downwards (less often the baseline's answer, as a prompt that disturbs the model would) and upwards.
     """
     figures = []
     for k in range(5):
         table = _term_fit(grid, flat, n, reps, planted, 0.0, seed * 1000 + k)
         figures.append(float(table.loc[table["effect"] == term, "detectable_effect"].iloc[0]))
     detectable = float(np.mean(figures))
-    hits = 0
-    for i in range(sims):
-        table = _term_fit(grid, flat, n, reps, planted, -detectable, seed * 1000 + 500 + i)
-        row = table[table["effect"] == term]
-        hits += bool(len(row) and row["p"].iloc[0] < 0.05)
-    return [f"| {name}: term `{term}`, planted in `{planted}`, n={n}, R={reps} | {detectable:.3f} "
-            f"(five null fits: {min(figures):.3f}-{max(figures):.3f}) | {_rate(hits, sims)} |"]
+    found = {}
+    for sign in (-1, 1):  # towards 0.5 (more information in the cell) and towards the ceiling (less)
+        hits = 0
+        for i in range(sims):
+            table = _term_fit(grid, flat, n, reps, planted, sign * detectable, seed * 1000 + 500 + i)
+            row = table[table["effect"] == term]
+            hits += bool(len(row) and row["p"].iloc[0] < 0.05)
+        found[sign] = _rate(hits, sims)
+    return [f"| {name}: term `{term}`, planted in `{planted}` (logit {grid.logits[planted]:g}), n={n}, R={reps} | "
+            f"{detectable:.3f} (five null fits: {min(figures):.3f}-{max(figures):.3f}) | {found[-1]} | {found[1]} |"]
 
 
 def gee_part(sims: int) -> list[str]:
@@ -221,7 +240,8 @@ def gee_part(sims: int) -> list[str]:
 
     names = ("P0", "C1", "C2", "C3", "C4")
     flat = Grid(("prism",), {c: (c,) for c in names}, dict.fromkeys(names, 1.2), 0.5, 4)
-    lines = ["| GEE term | compare reports (logits) | simulated power at it (5%, Hotelling) |", "|---|---:|---|"]
+    lines = ["| GEE term | compare reports (logits) | simulated power at minus it (5%, Hotelling) | at plus it |",
+             "|---|---:|---|---|"]
     checks: list[Callable[[], list[str]]] = [
         lambda: gee_detectable_check("5 conditions", flat, True, "condition", "C2", 40, 3, sims, 21),
         lambda: gee_detectable_check("3 x 3 grid", stated_grid([3, 3], 0.77, 0.5, 4), False, "a1:a2", "a1.v1__a2.v1",

@@ -8,8 +8,8 @@ already made (``simulated``). The method is recorded beside the figure (:data:`M
 - The exact McNemar test of ``comparison/sensitivity.csv`` (a change in accuracy over paired cells): the
   test's exact power (:func:`mcnemar_power`: the number of discordant pairs binomial, the split of them
   binomial given that number, summed over the exact test's rejection region), solved for the difference
-  ``d``; the discordant share is the observed one, or ``d`` when that is larger (an effect of ``d`` makes
-  at least that share discordant).
+  ``d``, at the discordant share a change of ``d`` makes (:func:`alternative_discordance`, from the observed
+  2 x 2 shares), the larger of a drop and a rise.
 - The permutation test of a shift (``comparison/shifts.csv``, ``roles.csv``, ``divergence_noise.csv``):
   :func:`shift_detectable`, the step's own permutation null, widened by what a planted shift adds (the
   statistic's spread under the alternative, and the wider permutation null of planted data), read off the
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -109,29 +110,69 @@ def _mcnemar_region(n_pairs: int, alpha: float) -> tuple[NDArray[np.int64], NDAr
     return counts, k
 
 
+def alternative_discordance(discordant: float, both_correct: float, difference: float) -> float:
+    """The discordant share under a change ``difference`` in the other condition's accuracy (signed).
+
+    The change falls on the other condition's answers at random, whatever the baseline's: a drop of ``d`` turns
+    ``d`` of its correct answers wrong, taken from the both-correct pairs (which become discordant) and the
+    only-other-correct pairs (which become concordant) in proportion to their shares; a rise takes from the
+    both-wrong and only-baseline-correct pairs alike. Both null discordant directions are ``discordant / 2``.
+    """
+    half = discordant / 2
+    if difference < 0:
+        gain, lose = both_correct, half  # b's correct answers: both-correct pairs, and only-b-correct ones
+    else:
+        gain, lose = max(0.0, 1.0 - discordant - both_correct), half  # b's wrong answers: both-wrong, only-a
+    if gain + lose <= 0:
+        return max(discordant, abs(difference))
+    moved = discordant + abs(difference) * (gain - lose) / (gain + lose)
+    return min(1.0, max(abs(difference), moved))
+
+
 def mcnemar_detectable(n_pairs: int, discordant: float, alpha: float = SIGNIFICANCE,
-                       power: float = POWER) -> float:
+                       power: float = POWER, both_correct: float | None = None) -> float:
     """The smallest |change in accuracy| compare's exact McNemar test at ``alpha`` detects with ``power``.
 
-    Solved by bisection on :func:`mcnemar_power` (exact; it rises with the difference at a fixed discordant
-    share); the discordant share is the observed one, or the difference when that is larger (a change of
-    ``d`` makes at least that share discordant).
+    Solved by bisection on :func:`mcnemar_power` (exact; it rises with the difference). The discordant share
+    under the alternative: with ``both_correct`` (the share of pairs both conditions answered correctly) it is
+    :func:`alternative_discordance` (a change makes more pairs discordant where most are correct, which costs
+    power), and the figure is the larger of a drop and a rise (the test is two-sided: no change larger in
+    either direction); without it, the observed share, or the difference when that is larger.
 
     Args:
         n_pairs: Paired cells.
         discordant: The observed share of discordant pairs (either direction).
         alpha: The test's level (two-sided).
         power: The power wanted.
+        both_correct: The observed share of pairs both answered correctly, if known.
 
     Returns:
         The difference in accuracy, in (0, 1]; NaN without pairs or when no difference up to 1 reaches it.
     """
-    if n_pairs < 1 or math.isnan(discordant) or mcnemar_power(n_pairs, discordant, 1.0, alpha) < power:
+    if n_pairs < 1 or math.isnan(discordant):
+        return math.nan
+    if both_correct is None or math.isnan(both_correct):
+        return _detectable_difference(n_pairs, lambda d: max(discordant, d), alpha, power)
+    known = float(both_correct)
+
+    def drop(d: float) -> float:
+        return alternative_discordance(discordant, known, -d)
+
+    def rise(d: float) -> float:
+        return alternative_discordance(discordant, known, d)
+
+    return max(_detectable_difference(n_pairs, drop, alpha, power), _detectable_difference(n_pairs, rise, alpha, power))
+
+
+def _detectable_difference(n_pairs: int, discordance: Callable[[float], float], alpha: float,
+                           power: float) -> float:
+    """Bisection for the smallest difference whose exact power (at ``discordance(d)``) reaches ``power``."""
+    if mcnemar_power(n_pairs, discordance(1.0), 1.0, alpha) < power:
         return math.nan
     low, high = 0.0, 1.0
     for _ in range(32):  # bisection to 1e-9: power rises with d
         mid = (low + high) / 2
-        low, high = (mid, high) if mcnemar_power(n_pairs, discordant, mid, alpha) < power else (low, mid)
+        low, high = (mid, high) if mcnemar_power(n_pairs, discordance(mid), mid, alpha) < power else (low, mid)
     return high
 
 
