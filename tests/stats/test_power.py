@@ -35,6 +35,30 @@ def test_mcnemar_power_is_the_exact_tests_rejection_rate(n: int, psi: float, d: 
     assert power.mcnemar_power(n, psi, 0.0, alpha) <= alpha  # the exact test holds its level
 
 
+def test_mcnemar_detectable_counts_the_discordance_a_change_makes() -> None:
+    # Questions of differing difficulty (logits ~ N(logit 0.7, 1)); the other condition's logits all move down so
+    # its accuracy drops by the figure. Where most pairs are both correct, a drop makes more of them discordant,
+    # which costs power: the figure from the observed 2 x 2 shares holds 80%, the one at the null's share does not.
+    rng = np.random.default_rng(6)
+    p = 1 / (1 + np.exp(-(np.log(0.7 / 0.3) + rng.normal(0.0, 1.0, 4000))))
+    psi, both = float(np.mean(2 * p * (1 - p))), float(np.mean(p * p))
+    assert power.alternative_discordance(psi, both, -0.2) > psi > power.alternative_discordance(psi, both, 0.2)
+    figure = power.mcnemar_detectable(60, psi, 0.0125, both_correct=both)
+    assert figure > power.mcnemar_detectable(60, psi, 0.0125)
+    logits = np.log(p / (1 - p))
+    low, high = -5.0, 0.0  # the logit move that drops the mean accuracy by the figure
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if (1 / (1 + np.exp(-(logits + mid)))).mean() < p.mean() - figure else (low, mid)
+    moved = 1 / (1 + np.exp(-(logits + (low + high) / 2)))
+    found = 0
+    for _ in range(600):
+        idx = rng.integers(0, len(p), 60)
+        a, b = rng.random(60) < p[idx], rng.random(60) < moved[idx]
+        found += basics.mcnemar_exact(*basics.discordant_counts(a, b)) < 0.0125
+    assert 0.76 < found / 600 < 0.92, found / 600  # at least 80%, a few points conservative at 60 pairs
+
+
 def _null_step(population: Population, n: int, reps: int, seed: int) -> StepData:
     rng = np.random.default_rng(seed)
     base = population.probs[rng.integers(0, len(population.probs), n), 0]
