@@ -15,6 +15,9 @@ Every figure is a seeded simulation on scripted models with planted effects (CPU
 
     PYTHONPATH=. python -m benchmarks.plan_power --part grid --sims 120 --n 30,50,70
     PYTHONPATH=. python -m benchmarks.plan_power --part calibration --sims 400
+    PYTHONPATH=. python -m benchmarks.plan_power --part detectable --sims 1000   # (3) alone
+    PYTHONPATH=. python -m benchmarks.plan_power --part gee --sims 200           # the GEE terms' figure
+    PYTHONPATH=. python -m benchmarks.plan_power --part pilot-grid --sims 100 --n 30,45   # from a grid pilot
     python -m benchmarks --only plan --quick          # both parts at toy size, to check the harness
 """
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,50 +81,175 @@ def grid_part(ns: Sequence[int], sims: int, effect: float, reps: int = 3) -> lis
     return lines
 
 
+def pilot_grid_part(ns: Sequence[int], sims: int, effect: float, pilot_n: int = 60, reps: int = 3) -> list[str]:
+    """The same plan as :func:`grid_part`, from a grid *pilot*: one simulated run of section 11's grid read back.
+
+    The pilot (``pilot_n`` questions, ``reps`` repetitions, no planted effect) is read as ``prism.plan`` reads a
+    grid pilot (:func:`prism.plan.simulate.grid_from_cells`), and the studies draw its questions.
+    """
+    from prism.plan.simulate import grid_cells, grid_from_cells
+
+    pilot = grid_from_cells(grid_cells(section11_grid(), pilot_n, reps, PLANTED, 0.0, 2024), "P0")
+    lines = [f"Pilot: {pilot_n} questions x {reps} repetitions of section 11's grid, read back: question spread "
+             f"{pilot.spread:.2f} (true 0.5), planted cell's own logit {pilot.logits[PLANTED]:.2f} (true "
+             f"{section11_grid().logits[PLANTED]:.2f}).", "",
+             "| questions | planted | rejected at 5% [95% Wilson] | s |", "|---:|---:|---|---:|"]
+    for n in ns:
+        started = time.perf_counter()
+
+        def study(n_: int, r: int, seed: int) -> bool:
+            return interaction_study(pilot, n_, r, PLANTED, effect, 0.05, seed)
+
+        hits = power_at(study, n, reps, sims, 40)
+        lines.append(f"| {n} | {effect:+g} | {_rate(hits, sims)} | {time.perf_counter() - started:.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def shift_detectable_check(n: int, reps: int, family: int, sims: int, seed: int) -> list[str]:
-    """Compare's detectable excess on null studies against the simulated power at that excess."""
+    """Compare's detectable excess on null studies against the simulated power at that excess.
+
+    Five null studies each give the figure compare would report (:func:`prism.stats.power.shift_detectable`,
+    and the first version's :func:`prism.stats.power.permutation_detectable` beside it); fresh studies with a
+    shift of the mean figure planted (:func:`prism.plan.simulate.shift_study`) say how often the test finds it.
+    """
+    from prism.plan.simulate import _draw
+
     population = stated_population(0.6, 0.5, 4, ["C0", "C1"], seed=seed)
     level = power.holm_level(family)
     rng = np.random.default_rng(seed)
-    figures = []
+    figures, moved_null = [], []
     for k in range(5):  # the detectable effect of five null studies, as compare would report each
         chosen = rng.integers(0, len(population.probs), n)
         base = population.probs[chosen, 0]
         blocks = []
-        for _ in range(1):
-            from prism.plan.simulate import _draw
-
-            a, b = _draw(rng, base, reps), _draw(rng, base, reps)
-            for x, y in zip(a, b, strict=True):
-                cats = np.concatenate([x, y])
-                blocks.append((np.asarray(cats[:, None] != cats[None, :], dtype=np.float64), reps, reps))
-        est = shifts.shift(shifts.StepData.from_blocks(blocks), n_boot=1, n_permutations=2000, seed=seed + k)
+        a, b = _draw(rng, base, reps), _draw(rng, base, reps)
+        for x, y in zip(a, b, strict=True):
+            cats = np.concatenate([x, y])
+            blocks.append((np.asarray(cats[:, None] != cats[None, :], dtype=np.float64), reps, reps))
+        data = shifts.StepData.from_blocks(blocks)
+        est = shifts.shift(data, n_boot=1, n_permutations=2000, seed=seed + k)
         assert est.null is not None
-        figures.append(power.permutation_detectable(est.null, level))
-    detectable = float(np.mean(figures))
+        figures.append(power.shift_detectable(data, est.null, level, seed=seed + k))
+        moved_null.append(power.permutation_detectable(est.null, level))
+    detectable, before = float(np.mean(figures)), float(np.mean(moved_null))
     hits = sum(shift_study(population, n, reps, detectable, level, 1000, 9000 + i) for i in range(sims))
-    return [f"| shift (excess), n={n}, R={reps}, Holm family {family} | {detectable:.4f} "
-            f"(five null studies: {min(figures):.4f}-{max(figures):.4f}) | {_rate(hits, sims)} |"]
+    old = sum(shift_study(population, n, reps, before, level, 1000, 9000 + i) for i in range(sims))
+    return [f"| shift (excess), n={n}, R={reps}, Holm family {family} (level {level:.4g}) | {detectable:.4f} "
+            f"(five null studies: {min(figures):.4f}-{max(figures):.4f}) | {_rate(hits, sims)} | "
+            f"{before:.4f}: {_rate(old, sims)} |"]
 
 
-def mcnemar_detectable_check(n: int, accuracy: float, sims: int, seed: int) -> list[str]:
-    """The McNemar detectable |delta| against the simulated power of that difference (one condition)."""
+def mcnemar_detectable_check(n: int, accuracy: float, sims: int, seed: int, family: int = 1) -> list[str]:
+    """The McNemar detectable |delta| (five null studies) against the simulated power of that difference.
+
+    Each null study's observed 2 x 2 shares give the figure compare would report
+    (:func:`prism.stats.power.mcnemar_detectable`, with the both-correct share); fresh studies with model b's
+    logits moved so its accuracy drops by the mean figure say how often the exact test finds it.
+    """
     rng = np.random.default_rng(seed)
     p = 1 / (1 + np.exp(-(math.log(accuracy / (1 - accuracy)) + rng.normal(0, 1.0, 4000))))
     from prism.plan.simulate import _logit_shift
 
-    # One null study's observed discordant share, as compare would see it, gives the figure.
-    q = p[rng.integers(0, len(p), n)]
-    a, b = rng.random(n) < q, rng.random(n) < q
-    discordant = float(np.mean(a != b))
-    detectable = power.mcnemar_detectable(n, discordant)
-    moved = _logit_shift(p, -detectable)
-    hits = 0
-    for _ in range(sims):
-        idx = rng.integers(0, len(p), n)
-        x, y = rng.random(n) < p[idx], rng.random(n) < moved[idx]
-        hits += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < 0.05
-    return [f"| McNemar (accuracy), {n} pairs, discordant {discordant:.3f} | {detectable:.4f} | {_rate(hits, sims)} |"]
+    level = power.holm_level(family)
+    figures, shares, without = [], [], []
+    for _ in range(5):
+        q = p[rng.integers(0, len(p), n)]
+        a, b = rng.random(n) < q, rng.random(n) < q
+        discordant = float(np.mean(a != b))
+        shares.append(discordant)
+        figures.append(power.mcnemar_detectable(n, discordant, level, both_correct=float(np.mean(a & b))))
+        without.append(power.mcnemar_detectable(n, discordant, level))
+    detectable, before = float(np.mean(figures)), float(np.mean(without))
+
+    def found(size: float, stream: int) -> int:
+        moved = _logit_shift(p, -size)
+        draws = np.random.default_rng([seed, stream])
+        hits = 0
+        for _ in range(sims):
+            idx = draws.integers(0, len(p), n)
+            x, y = draws.random(n) < p[idx], draws.random(n) < moved[idx]
+            hits += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < level
+        return hits
+
+    return [f"| McNemar (accuracy {accuracy:g}), {n} pairs, level {level:.4g}, observed discordant "
+            f"{min(shares):.3f}-{max(shares):.3f} | {detectable:.4f} (five null studies: {min(figures):.4f}-"
+            f"{max(figures):.4f}) | {_rate(found(detectable, 1), sims)} | {before:.4f} (exact power at the observed "
+            f"discordance): {_rate(found(before, 2), sims)} |"]
+
+
+def detectable_part(sims: int) -> list[str]:
+    """Each detectable effect compare reports against the simulated power at it (should be 0.8)."""
+    lines = ["| detectable effect | compare reports | simulated power at it | without the alternative's spread: "
+             "figure, power |", "|---|---:|---|---|"]
+    checks: list[Callable[[], list[str]]] = [
+        lambda: shift_detectable_check(40, 3, 4, sims, 3), lambda: shift_detectable_check(100, 3, 1, sims, 5),
+        lambda: shift_detectable_check(30, 5, 8, sims, 7), lambda: mcnemar_detectable_check(200, 0.6, sims, 4),
+        lambda: mcnemar_detectable_check(60, 0.7, sims, 6, family=4),
+        lambda: mcnemar_detectable_check(500, 0.8, sims, 8)]
+    for check in checks:
+        lines += check()
+        print(lines[-1], flush=True)
+    return lines
+
+
+def _term_fit(grid: Grid, flat: bool, n: int, reps: int, planted: str, size: float, seed: int) -> pd.DataFrame:
+    """The GEE table compare writes (:func:`prism.compare.noise.gee_table`) on one simulated run of ``grid``.
+
+    ``flat``: the cells are a plain condition set (no grid axes), so the fit has the one ``condition`` term.
+    """
+    from dataclasses import replace
+
+    from prism.compare.noise import gee_table
+    from prism.plan.simulate import grid_cells
+
+    cells = grid_cells(grid, n, reps, planted, size, seed)
+    if flat:
+        cells = replace(cells, axis="prism", grid=(), levels={}, families={})
+    return gee_table([cells], next(iter(grid.cells)))
+
+
+def gee_detectable_check(name: str, grid: Grid, flat: bool, term: str, planted: str, n: int, reps: int,
+                         sims: int, seed: int) -> list[str]:
+    """The GEE term's detectable effect (five null fits) against the power of that effect planted in one cell.
+
+    The planted cell moves exactly one coefficient of the term (treatment coding: a condition's own coefficient,
+    or one cell's interaction coefficient), the case ``detectable_effect`` is computed for; the effect is
+    planted downwards (less often the baseline's answer, as a prompt that disturbs the model would) and upwards.
+    """
+    figures = []
+    for k in range(5):
+        table = _term_fit(grid, flat, n, reps, planted, 0.0, seed * 1000 + k)
+        figures.append(float(table.loc[table["effect"] == term, "detectable_effect"].iloc[0]))
+    detectable = float(np.mean(figures))
+    found = {}
+    for sign in (-1, 1):  # towards 0.5 (more information in the cell) and towards the ceiling (less)
+        hits = 0
+        for i in range(sims):
+            table = _term_fit(grid, flat, n, reps, planted, sign * detectable, seed * 1000 + 500 + i)
+            row = table[table["effect"] == term]
+            hits += bool(len(row) and row["p"].iloc[0] < 0.05)
+        found[sign] = _rate(hits, sims)
+    return [f"| {name}: term `{term}`, planted in `{planted}` (logit {grid.logits[planted]:g}), n={n}, R={reps} | "
+            f"{detectable:.3f} (five null fits: {min(figures):.3f}-{max(figures):.3f}) | {found[-1]} | {found[1]} |"]
+
+
+def gee_part(sims: int) -> list[str]:
+    """The GEE terms' detectable effect against the simulated power at it (should be about 0.8)."""
+    from prism.plan.simulate import stated_grid
+
+    names = ("P0", "C1", "C2", "C3", "C4")
+    flat = Grid(("prism",), {c: (c,) for c in names}, dict.fromkeys(names, 1.2), 0.5, 4)
+    lines = ["| GEE term | compare reports (logits) | simulated power at minus it (5%, Hotelling) | at plus it |",
+             "|---|---:|---|---|"]
+    checks: list[Callable[[], list[str]]] = [
+        lambda: gee_detectable_check("5 conditions", flat, True, "condition", "C2", 40, 3, sims, 21),
+        lambda: gee_detectable_check("3 x 3 grid", stated_grid([3, 3], 0.77, 0.5, 4), False, "a1:a2", "a1.v1__a2.v1",
+                                     40, 3, sims, 22)]
+    for check in checks:
+        lines += check()
+        print(lines[-1], flush=True)
+    return lines
 
 
 def rank_check(gaps: Sequence[float], studies: int, n: int, resamples: int, seed: int) -> list[str]:
@@ -207,11 +335,8 @@ def calibration_part(sims: int, quick: bool, skip_ranking: bool = False) -> list
         null_mcnemar += basics.mcnemar_exact(*basics.discordant_counts(x, y)) < 0.05
     lines += [f"Null McNemar (60 pairs, question accuracies uniform on [0.2, 0.9]): rejected "
               f"{_rate(null_mcnemar, fresh)} at 0.05 (the exact test is conservative).", "",
-              "| detectable effect | compare reports | simulated power at it |", "|---|---:|---|"]
-    lines += shift_detectable_check(40, 3, 4, fresh, 3)
-    lines += mcnemar_detectable_check(200, 0.6, fresh, 4)
-    lines += [""]
-    print("\n".join(lines[-4:]), flush=True)
+              ""]
+    lines += [*detectable_part(fresh), ""]
     if skip_ranking:
         return lines
     lines += ["", "**Ranking calibration, 50 questions** (question noise comparable to the prompt effects):", ""]
@@ -233,7 +358,7 @@ def run(ctx: Context) -> Section:
 def main() -> None:
     """Print one part's Markdown."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("grid", "calibration"), required=True)
+    parser.add_argument("--part", choices=("grid", "pilot-grid", "calibration", "detectable", "gee"), required=True)
     parser.add_argument("--sims", type=int, default=200)
     parser.add_argument("--n", default="30,50,70")
     parser.add_argument("--effect", type=float, default=-1.5)
@@ -243,6 +368,12 @@ def main() -> None:
     started = time.perf_counter()
     if args.part == "grid":
         lines = grid_part([int(v) for v in args.n.split(",")], args.sims, args.effect)
+    elif args.part == "detectable":
+        lines = detectable_part(args.sims)
+    elif args.part == "gee":
+        lines = gee_part(args.sims)
+    elif args.part == "pilot-grid":
+        lines = pilot_grid_part([int(v) for v in args.n.split(",")], args.sims, args.effect)
     else:
         lines = calibration_part(args.sims, args.quick, args.skip_ranking)
     print("\n".join(lines))

@@ -126,15 +126,16 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
                               "within_b": within_b if repeated else math.nan, "excess": est.excess,
                               "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
                               "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition)),
-                              "_null": est.null})
+                              "_null": est.null, "_data": data})
             adjusted = basics.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
             level = power.holm_level(int(np.isfinite(adjusted).sum()))  # a lone effect among the pair's tests
             for row, p_holm in zip(group, adjusted, strict=True):
                 row["p_holm"] = float(p_holm)
                 row["beyond_noise"] = shifts.is_shift(row["excess"], row["p_holm"])
-                null = row.pop("_null")
+                null, step = row.pop("_null"), row.pop("_data")
                 tested = null is not None and not math.isnan(row["p"])
-                row["detectable_effect"] = power.permutation_detectable(null, level) if tested else math.nan
+                row["detectable_effect"] = (power.shift_detectable(step, null, level, seed=seed) if tested
+                                            else math.nan)
                 row["detectable_method"] = power.SIMULATED_PERMUTATION if tested else ""
             rows += group
     if not rows:

@@ -140,13 +140,13 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
             if not questions:  # prob_tv of a run without probabilities: nothing to compare
                 continue
             for condition, start in step_origins(model, baseline).items():
-                est = shifts.shift(step_data(questions, start, condition), n_boot=n_boot,
-                                   n_permutations=n_permutations, seed=seed)
+                data = step_data(questions, start, condition)
+                est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
                 rows.append({"model": model.label, "axis": model.axis, "from_condition": start,
                              "to_condition": condition, "measure": measure, "between": est.between,
                              "within": est.within, "excess": est.excess, "excess_ci_low": est.ci_low,
                              "excess_ci_high": est.ci_high, "p": est.p, "_family": (model.model or model.label),
-                             "_run": run_index, "_null": est.null})
+                             "_run": run_index, "_null": est.null, "_data": data})
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SHIFT_COLUMNS})
     table = pd.DataFrame(rows)
@@ -154,25 +154,26 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
     for _, index in table.groupby(["_family", "measure"], sort=False).groups.items():
         table.loc[index, "p_holm"] = basics.holm(table.loc[index, "p"].to_numpy(np.float64))
     table["shift"] = [shifts.is_shift(e, p) for e, p in zip(table["excess"], table["p_holm"], strict=True)]
-    table["detectable_effect"], table["detectable_method"] = detectable_shifts(table)
+    table["detectable_effect"], table["detectable_method"] = detectable_shifts(table, seed)
     return table[list(SHIFT_COLUMNS)].reset_index(drop=True)
 
 
-def detectable_shifts(table: pd.DataFrame) -> tuple[list[float], list[str]]:
-    """Each tested step's detectable excess (:func:`prism.stats.power.permutation_detectable`), in excess units.
+def detectable_shifts(table: pd.DataFrame, seed: int = 0) -> tuple[list[float], list[str]]:
+    """Each tested step's detectable excess (:func:`prism.stats.power.shift_detectable`), in excess units.
 
-    Computed at the level a lone shift in its Holm family (the model and measure's tested steps) must reach;
-    an untested step (no repetitions) has none.
+    Computed at the level a lone shift in its Holm family (the model and measure's tested steps) must reach,
+    from the step's own responses (``_data``) and permuted excesses (``_null``), seeded by ``seed``; an
+    untested step (no repetitions) has none.
     """
     tested = table["p"].notna()
     family_size = tested.groupby([table["_family"], table["measure"]], sort=False).transform("sum")
     effects, methods = [], []
-    for null, m, is_tested in zip(table["_null"], family_size, tested, strict=True):
+    for null, data, m, is_tested in zip(table["_null"], table["_data"], family_size, tested, strict=True):
         if not is_tested or null is None:
             effects.append(math.nan)
             methods.append("")
             continue
-        effects.append(power.permutation_detectable(null, power.holm_level(int(m))))
+        effects.append(power.shift_detectable(data, null, power.holm_level(int(m)), seed=seed))
         methods.append(power.SIMULATED_PERMUTATION)
     return effects, methods
 

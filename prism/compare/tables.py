@@ -168,7 +168,8 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
             rows.append({"model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
                          "delta_accuracy": delta.value, "delta_ci_low": delta.ci_low, "delta_ci_high": delta.ci_high,
                          "mcnemar_p": p, "flip_rate": flip.value, "flip_ci_low": flip.ci_low,
-                         "flip_ci_high": flip.ci_high, "_pairs": len(paired), "_discordant": sum(discordant)})
+                         "flip_ci_high": flip.ci_high, "_pairs": len(paired), "_discordant": sum(discordant),
+                         "_both": int((paired["correct_base"].astype(bool) & paired["correct"].astype(bool)).sum())})
         table = pd.DataFrame(rows)
         if not has_key(model):
             # Without a key there is no accuracy to differ; the flip rate (answers alone) still holds.
@@ -187,19 +188,21 @@ def detectable_changes(table: pd.DataFrame) -> tuple[list[float], list[str]]:
     """Each tested condition's detectable |change in accuracy| (:func:`prism.stats.power.mcnemar_detectable`).
 
     At the level a lone change in the model's Holm family (its tested conditions) must reach, over the
-    condition's paired cells and their observed discordant share; untested rows have none.
+    condition's paired cells, their observed discordant share and their both-correct share (the discordance a
+    change would make); untested rows have none.
     """
     from prism.stats import power
 
     tested = table["mcnemar_p"].notna()
     level = power.holm_level(int(tested.sum()))
     effects, methods = [], []
-    for is_tested, pairs, discordant in zip(tested, table["_pairs"], table["_discordant"], strict=True):
+    for is_tested, pairs, discordant, both in zip(tested, table["_pairs"], table["_discordant"], table["_both"],
+                                                  strict=True):
         if not is_tested:
             effects.append(math.nan)
             methods.append("")
             continue
-        effects.append(power.mcnemar_detectable(int(pairs), discordant / pairs, level))
+        effects.append(power.mcnemar_detectable(int(pairs), discordant / pairs, level, both_correct=both / pairs))
         methods.append(power.ANALYTIC_MCNEMAR)
     return effects, methods
 

@@ -25,6 +25,7 @@ from prism.plan.simulate import (
     Grid,
     Population,
     accuracy_study,
+    grid_from_cells,
     interaction_study,
     population_from_cells,
     shift_study,
@@ -210,9 +211,11 @@ def design_from(cfg: PlanConfig, pilot: Sequence[ModelCells]) -> tuple[Populatio
     """The population (or grid) the studies draw from, and the default Holm family size."""
     effect, rates = cfg.effect, cfg.rates
     if effect.kind == "interaction":
-        if pilot:
-            raise PlanError("an interaction is planned from stated rates (pilot=false, rates.grid=[5,5], "
-                            "rates.accuracy, rates.spread): a grid pilot's cells are not read yet")
+        if pilot:  # the pilot's own questions, with its cells' main effects and interactions
+            try:
+                return None, grid_from_cells(pilot[0], cfg.baseline), 1
+            except ValueError as err:
+                raise PlanError(str(err)) from err
         return None, stated_grid(rates.grid, rates.accuracy, rates.spread, rates.options), 1
     if pilot:
         run = pilot[0]

@@ -63,6 +63,8 @@ class Grid:
         logits: Condition name -> the logit of keeping the baseline's answer at the average question.
         spread: Standard deviation of the questions' intercepts on that logit.
         options: Options per question.
+        families: Condition name -> its condition family (empty: every cell ``grid``).
+        keep: A pilot's per-question keep probabilities (see below), or None.
     """
 
     axes: tuple[str, ...]
@@ -71,6 +73,10 @@ class Grid:
     spread: float
     options: int = 4
     families: Mapping[str, str] = field(default_factory=dict)
+    # A grid pilot's questions (:func:`grid_from_cells`): (Q, C) each question's probability of keeping its
+    # baseline's answer per cell (``cells`` order); a study draws its questions from these rows instead of
+    # ``logits`` plus N(0, spread) intercepts.
+    keep: NDArray[np.float64] | None = field(default=None, compare=False, repr=False)
 
 
 def population_from_cells(model: ModelCells, conditions: Sequence[str]) -> Population:
@@ -199,13 +205,87 @@ def stated_grid(sizes: Sequence[int], accuracy: float, spread: float, options: i
     return Grid(axes, cells, dict.fromkeys(cells, logit), spread, options)
 
 
+def grid_from_cells(model: ModelCells, baseline: str) -> Grid:
+    """A grid pilot's cells as a :class:`Grid`: each question's and each cell's rate of keeping the baseline's answer.
+
+    "Kept" is what the GEE models (:func:`prism.stats.gee.consistency_outcomes`): a response giving the modal
+    answer of its question's baseline repetitions; questions whose baseline has no single mode are left out, as
+    the fit leaves them out. The kept counts get the model the plan simulates (that of BENCHMARKS.md section 11):
+    ``logit P(kept) = a_cell + u_question``, fitted by maximum likelihood (:func:`additive_logits`) with
+    :data:`SMOOTHING` pseudo-counts per question and per cell split evenly between kept and not. Each cell keeps
+    its own effect (the pilot's main effects and interactions), each pilot question its own intercept, and a
+    study draws the pilot's questions with those intercepts. A cell-by-question table of raw rates is not used:
+    with a few repetitions per cell its noise would pass for question-by-cell heterogeneity and understate power.
+
+    Raises:
+        ValueError: If the run is not a grid, lacks the baseline, or has no question with a modal baseline answer.
+    """
+    from prism.compare.noise import consistency_responses
+    from prism.stats.gee import consistency_outcomes
+
+    if not model.grid:
+        raise ValueError(f"run {model.run_id} is not a grid (its conditions have no crossed axes): an interaction "
+                         "is planned from a grid pilot (conditions=grid) or from stated rates (pilot=false)")
+    if baseline not in model.conditions:
+        raise ValueError(f"the baseline {baseline!r} is not among run {model.run_id}'s conditions; set baseline=NAME")
+    axes = tuple(model.grid)
+    outcomes, _ = consistency_outcomes(consistency_responses([model], baseline, axes), baseline, axes)
+    if outcomes.empty:
+        raise ValueError(f"run {model.run_id} has no question whose baseline repetitions have one modal answer, "
+                         "so no cell's consistency can be read")
+    others = [c for c in model.conditions if c != baseline]
+    kept, seen = (np.nan_to_num(outcomes.pivot_table(index="cluster", columns="condition", values="consistent",
+                                                     aggfunc=how).reindex(columns=others).to_numpy(np.float64))
+                  for how in ("sum", "count"))
+    cell, question = additive_logits(kept, seen)
+    keep = np.ones((len(question), len(others) + 1))
+    keep[:, 1:] = 1 / (1 + np.exp(-(cell[None, :] + question[:, None])))
+    names = [baseline, *others]
+    cells = {c: tuple(str(model.levels.get(c, {}).get(axis, "")) for axis in axes) for c in names}
+    return Grid(axes, cells, {baseline: math.inf, **dict(zip(others, cell.tolist(), strict=True))},
+                float(question.std()), families={c: model.families.get(c, "grid") for c in names}, keep=keep)
+
+
+def additive_logits(kept: NDArray[np.float64], seen: NDArray[np.float64],
+                    steps: int = 50) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``logit P = a_j + u_q`` fitted to (Q, C) kept counts out of ``seen``: the cells' ``a`` and the questions' ``u``.
+
+    Alternating Newton steps on the two sets of score equations (``sum N sigmoid = kept``), each row and column
+    with :data:`SMOOTHING` pseudo-responses, half of them kept, so a question or cell kept every time stays
+    finite; ``u`` is centred on 0, so ``a`` is the logit at the average question.
+    """
+    a = np.zeros(kept.shape[1])
+    u = np.zeros(kept.shape[0])
+    row_target, col_target = kept.sum(axis=1) + SMOOTHING / 2, kept.sum(axis=0) + SMOOTHING / 2
+    for _ in range(steps):
+        for axis in (1, 0):  # questions (rows), then cells (columns)
+            p = 1 / (1 + np.exp(-(a[None, :] + u[:, None])))
+            expected = (seen * p).sum(axis=axis)
+            curvature = (seen * p * (1 - p)).sum(axis=axis)
+            # The pseudo-responses sit at the current probability's mean, SMOOTHING of them, half kept.
+            mean_p = expected / np.maximum(seen.sum(axis=axis), 1e-12)
+            gap = (row_target if axis == 1 else col_target) - expected - SMOOTHING * mean_p
+            step = gap / (curvature + SMOOTHING * mean_p * (1 - mean_p))
+            if axis == 1:
+                u = u + np.clip(step, -2, 2)
+            else:
+                a = a + np.clip(step, -2, 2)
+        a, u = a + u.mean(), u - u.mean()
+    return a, u
+
+
 def grid_cells(grid: Grid, n: int, reps: int, planted: str, size: float, seed: int) -> ModelCells:
     """One simulated grid run: each response keeps the baseline's answer ("A") or gives another option."""
     rng = np.random.default_rng(seed)
     names = list(grid.cells)
-    u = rng.normal(0.0, grid.spread, n)
-    eta = np.asarray([grid.logits[c] + (size if c == planted else 0.0) for c in names])
-    keep = rng.random((n, len(names), reps)) < 1 / (1 + np.exp(-(eta[None, :, None] + u[:, None, None])))
+    planting = np.asarray([size if c == planted else 0.0 for c in names])
+    if grid.keep is None:
+        u = rng.normal(0.0, grid.spread, n)
+        eta = np.asarray([grid.logits[c] for c in names])[None, :] + u[:, None] + planting[None, :]
+    else:  # n of the pilot's questions, with replacement, each with its own keep probability per cell
+        drawn = np.clip(grid.keep[rng.integers(0, len(grid.keep), n)], 1e-6, 1 - 1e-6)
+        eta = np.log(drawn / (1 - drawn)) + planting[None, :]
+    keep = rng.random((n, len(names), reps)) < 1 / (1 + np.exp(-eta[:, :, None]))
     keep[:, 0, :] = True  # the baseline cell is the reference answer
     wrong = np.asarray([chr(ord("B") + i) for i in range(grid.options - 1)])
     other = wrong[rng.integers(0, len(wrong), keep.shape)]

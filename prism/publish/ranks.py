@@ -9,6 +9,7 @@ table, its rank interval and whether its order against every other compared run 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from prism.publish.comparisons import ComparisonEvidence
 from prism.run.names import PARAM_COMPARED_MODELS, PARAM_COMPARED_RUN_IDS
 
 TABLE = "rank_robustness"
+# Its text columns, shown as text (empty, not "nan", where the CSV had nothing).
+_TEXT_COLUMNS = ("model_a", "model_b", "dataset", "condition_set", "flips_at")
 
 
 @dataclass(frozen=True)
@@ -72,3 +75,42 @@ def rank_marks(comparisons: Sequence[ComparisonEvidence]) -> dict[str, RankMark]
 def _true(value: object) -> bool:
     """A CSV's boolean read back (``True``/``true`` text or a bool)."""
     return value is True or str(value).strip().lower() == "true"
+
+
+def rank_rows(item: ComparisonEvidence) -> list[dict[str, object]]:
+    """The comparison's rank_robustness.csv as its page shows it: one row per pair, run ids resolved.
+
+    Each row keeps the table's columns, with ``robust`` read back as a bool and ``run_a``/``run_b`` the runs of
+    ``model_a``/``model_b`` (by the comparison's logged models and run ids; empty when a label is not found).
+    """
+    table = item.tables.get(TABLE)
+    if table is None or table.empty:
+        return []
+    ids = [i for i in str(item.run.param(PARAM_COMPARED_RUN_IDS)).split(",") if i]
+    labels = [m for m in str(item.run.param(PARAM_COMPARED_MODELS)).split(",") if m]
+    run_of = dict(zip(labels, ids, strict=False))
+    rows: list[dict[str, object]] = []
+    for record in table.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        for column in _TEXT_COLUMNS:  # an all-empty text column (no flips) reads back as NaN
+            value = row.get(column, "")
+            row[column] = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+        rows.append({**row, "robust": _true(row["robust"]), "run_a": run_of.get(str(row["model_a"]), ""),
+                     "run_b": run_of.get(str(row["model_b"]), "")})
+    return rows
+
+
+def rank_summary(rows: Sequence[dict[str, object]]) -> str:
+    """One sentence on the pairs: how many keep their order robustly over the prompts, and which do not."""
+    from prism.compare.rank_robustness import ROBUST
+
+    if not rows:
+        return ("No two compared runs share a question set and condition set with an answer key, so there is no "
+                "ranking to resample.")
+    weak = [r for r in rows if not r["robust"]]
+    text = (f"{len(rows) - len(weak)} of {len(rows)} pair(s) keep their order in at least {ROBUST:.0%} of "
+            f"{int(float(str(rows[0]['resamples'])))} resamples of questions and prompt")
+    if weak:
+        text += "; not robust to the prompt: " + ", ".join(
+            f"{r['model_a']} > {r['model_b']} ({float(str(r['prob_a_above_b'])):.2f})" for r in weak)
+    return text + "."

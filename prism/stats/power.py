@@ -5,13 +5,15 @@ with probability :data:`POWER` at the level it was run at, so "no shift" reads "
 Where a formula exists it is used (``analytic``); otherwise the figure is read off simulated draws the test
 already made (``simulated``). The method is recorded beside the figure (:data:`METHODS`).
 
-- The exact McNemar test of ``comparison/sensitivity.csv`` (a change in accuracy over paired cells):
-  Connor's (1987) normal approximation for paired proportions, ``n d^2 = (z_a sqrt(psi) + z_b
-  sqrt(psi - d^2))^2`` with ``psi`` the discordant share, solved for the difference ``d``; the discordant
-  share is the observed one, or ``d`` when that is larger (an effect of ``d`` makes at least that share discordant).
-- The permutation test of a shift (``comparison/shifts.csv``, ``roles.csv``): the alternative is the
-  permutation null moved by the effect, so the detectable excess is the null's critical value minus its
-  ``1 - POWER`` quantile plus its mean, read off the step's own permuted statistics.
+- The exact McNemar test of ``comparison/sensitivity.csv`` (a change in accuracy over paired cells): the
+  test's exact power (:func:`mcnemar_power`: the number of discordant pairs binomial, the split of them
+  binomial given that number, summed over the exact test's rejection region), solved for the difference
+  ``d``, at the discordant share a change of ``d`` makes (:func:`alternative_discordance`, from the observed
+  2 x 2 shares), the larger of a drop and a rise.
+- The permutation test of a shift (``comparison/shifts.csv``, ``roles.csv``, ``divergence_noise.csv``):
+  :func:`shift_detectable`, the step's own permutation null, widened by what a planted shift adds (the
+  statistic's spread under the alternative, and the wider permutation null of planted data), read off the
+  step's permuted statistics and seeded plantings in its own responses.
 - A term of the clustered model (``comparison/gee_wald.csv``): the Wald statistic on Hotelling's reference
   is a noncentral F(q, G - q, lambda) under an alternative; lambda reaching the power is solved with
   ``scipy.stats.ncf`` and turned into logits through the term's covariance, for one coefficient of the term
@@ -21,27 +23,37 @@ already made (``simulated``). The method is recorded beside the figure (:data:`M
 Holm families: a test corrected by Holm over ``m`` tests is rejected at ``alpha / m`` when it is the only
 real effect among them, the hardest case, so its detectable effect is computed at ``alpha / m``.
 
-Checked by simulation (BENCHMARKS.md, "Power planning"): at the reported figure the shift test found the effect
-67% and McNemar 73% of the time, so both figures are optimistic (the null moved by the effect ignores the spread
-a planted shift adds; Connor's approximation is for the asymptotic test, compare runs the exact one).
+Checked by simulation (BENCHMARKS.md section 17): at the reported figure the shift test and McNemar find
+the effect 80% of the time within the simulation's error (the first version, the null moved by the effect and
+Connor's normal approximation, reached 67% and 73%).
 
 Pure functions; scipy is imported inside them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from prism.stats import shifts
 from prism.stats.basics import SIGNIFICANCE
+from prism.stats.shifts import StepData
 
 # The power every detectable effect is computed for.
 POWER = 0.8
+# shift_detectable: plantings of the shift whose excesses give the spread it adds; planted copies whose
+# permutation nulls give how much wider the test's null gets, and their permutations; fixed-point steps.
+PLANTINGS = 400
+PLANTED_NULLS = 4
+PLANTED_PERMUTATIONS = 250
+FIXED_POINT_STEPS = 3
 
-ANALYTIC_MCNEMAR = "analytic: McNemar, Connor's normal approximation"
-SIMULATED_PERMUTATION = "simulated: permutation null shifted"
+ANALYTIC_MCNEMAR = "analytic: exact McNemar power (conditional binomial)"
+SIMULATED_PERMUTATION = "simulated: permutation null, widened by planted shifts"
 ANALYTIC_WALD = "analytic: noncentral F, one coefficient"
 METHODS = (ANALYTIC_MCNEMAR, SIMULATED_PERMUTATION, ANALYTIC_WALD)
 
@@ -51,44 +63,126 @@ def holm_level(m: int, alpha: float = SIGNIFICANCE) -> float:
     return alpha / max(1, m)
 
 
+def mcnemar_power(n_pairs: int, discordant: float, difference: float, alpha: float = SIGNIFICANCE) -> float:
+    """The exact power of compare's two-sided exact McNemar test at ``alpha`` against a change ``difference``.
+
+    The number of discordant pairs is ``N ~ Binomial(n_pairs, psi)`` (``psi`` the discordant share), and given
+    ``N`` the pairs going one way are ``Binomial(N, (psi + d) / (2 psi))``; the test
+    (:func:`prism.stats.basics.mcnemar_exact`, a binomial test at 1/2 on the discordant pairs) rejects when
+    ``p < alpha``, that is when the smaller count is at most ``k_N``, the largest ``k`` with
+    ``2 P(Bin(N, 1/2) <= k) < alpha``. The power sums both tails over ``N``: exact, no approximation.
+
+    Args:
+        n_pairs: Paired cells.
+        discordant: The discordant share ``psi`` under the alternative (at least ``difference``).
+        difference: The change in accuracy ``d`` (its sign does not matter: the test is two-sided).
+        alpha: The test's level.
+
+    Returns:
+        The probability of rejecting, in [0, 1].
+    """
+    from scipy.stats import binom
+
+    psi = min(1.0, max(float(discordant), abs(difference)))
+    if n_pairs < 1 or psi <= 0:
+        return 0.0
+    counts, k = _mcnemar_region(n_pairs, alpha)
+    weight = binom.pmf(counts, n_pairs, psi)
+    share = (psi + abs(difference)) / (2 * psi)
+    tails = np.where(k >= 0, binom.cdf(k, counts, share) + binom.sf(counts - k - 1, counts, share), 0.0)
+    return float(np.clip((weight * tails).sum(), 0.0, 1.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _mcnemar_region(n_pairs: int, alpha: float) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per number of discordant pairs N = 0..n_pairs, the largest smaller count the exact test rejects (-1: none).
+
+    k_N is the largest k with ``2 P(Bin(N, 1/2) <= k) < alpha``; ``binom.ppf`` gives the smallest k whose cdf
+    reaches alpha / 2, and one less when that k itself does not reject. Cached: every bisection step reuses it.
+    """
+    from scipy.stats import binom
+
+    counts = np.arange(n_pairs + 1, dtype=np.int64)
+    k = binom.ppf(alpha / 2, counts, 0.5).astype(np.int64)
+    k = np.where(2 * binom.cdf(k, counts, 0.5) < alpha, k, k - 1)
+    counts.setflags(write=False)
+    k.setflags(write=False)
+    return counts, k
+
+
+def alternative_discordance(discordant: float, both_correct: float, difference: float) -> float:
+    """The discordant share under a change ``difference`` in the other condition's accuracy (signed).
+
+    The change falls on the other condition's answers at random, whatever the baseline's: a drop of ``d`` turns
+    ``d`` of its correct answers wrong, taken from the both-correct pairs (which become discordant) and the
+    only-other-correct pairs (which become concordant) in proportion to their shares; a rise takes from the
+    both-wrong and only-baseline-correct pairs alike. Both null discordant directions are ``discordant / 2``.
+    """
+    half = discordant / 2
+    if difference < 0:
+        gain, lose = both_correct, half  # b's correct answers: both-correct pairs, and only-b-correct ones
+    else:
+        gain, lose = max(0.0, 1.0 - discordant - both_correct), half  # b's wrong answers: both-wrong, only-a
+    if gain + lose <= 0:
+        return max(discordant, abs(difference))
+    moved = discordant + abs(difference) * (gain - lose) / (gain + lose)
+    return min(1.0, max(abs(difference), moved))
+
+
 def mcnemar_detectable(n_pairs: int, discordant: float, alpha: float = SIGNIFICANCE,
-                       power: float = POWER) -> float:
-    """The smallest |change in accuracy| a two-sided McNemar test at ``alpha`` detects with ``power``.
+                       power: float = POWER, both_correct: float | None = None) -> float:
+    """The smallest |change in accuracy| compare's exact McNemar test at ``alpha`` detects with ``power``.
+
+    Solved by bisection on :func:`mcnemar_power` (exact; it rises with the difference). The discordant share
+    under the alternative: with ``both_correct`` (the share of pairs both conditions answered correctly) it is
+    :func:`alternative_discordance` (a change makes more pairs discordant where most are correct, which costs
+    power), and the figure is the larger of a drop and a rise (the test is two-sided: no change larger in
+    either direction); without it, the observed share, or the difference when that is larger.
 
     Args:
         n_pairs: Paired cells.
         discordant: The observed share of discordant pairs (either direction).
         alpha: The test's level (two-sided).
         power: The power wanted.
+        both_correct: The observed share of pairs both answered correctly, if known.
 
     Returns:
         The difference in accuracy, in (0, 1]; NaN without pairs or when no difference up to 1 reaches it.
     """
-    from scipy.stats import norm
-
     if n_pairs < 1 or math.isnan(discordant):
         return math.nan
-    z_a, z_b = float(norm.ppf(1 - alpha / 2)), float(norm.ppf(power))
+    if both_correct is None or math.isnan(both_correct):
+        return _detectable_difference(n_pairs, lambda d: max(discordant, d), alpha, power)
+    known = float(both_correct)
 
-    def margin(d: float) -> float:
-        psi = min(1.0, max(discordant, d))
-        return d * math.sqrt(n_pairs) - z_a * math.sqrt(psi) - z_b * math.sqrt(max(0.0, psi - d * d))
+    def drop(d: float) -> float:
+        return alternative_discordance(discordant, known, -d)
 
-    if margin(1.0) < 0:
+    def rise(d: float) -> float:
+        return alternative_discordance(discordant, known, d)
+
+    return max(_detectable_difference(n_pairs, drop, alpha, power), _detectable_difference(n_pairs, rise, alpha, power))
+
+
+def _detectable_difference(n_pairs: int, discordance: Callable[[float], float], alpha: float,
+                           power: float) -> float:
+    """Bisection for the smallest difference whose exact power (at ``discordance(d)``) reaches ``power``."""
+    if mcnemar_power(n_pairs, discordance(1.0), 1.0, alpha) < power:
         return math.nan
     low, high = 0.0, 1.0
-    for _ in range(60):  # bisection: margin rises with d
+    for _ in range(32):  # bisection to 1e-9: power rises with d
         mid = (low + high) / 2
-        low, high = (mid, high) if margin(mid) < 0 else (low, mid)
+        low, high = (mid, high) if mcnemar_power(n_pairs, discordance(mid), mid, alpha) < power else (low, mid)
     return high
 
 
 def permutation_detectable(null: NDArray[np.float64], alpha: float = SIGNIFICANCE, power: float = POWER) -> float:
-    """The smallest excess a one-sided permutation test at ``alpha`` detects with ``power``.
+    """The excess a one-sided permutation test at ``alpha`` detects with ``power`` if a shift only moved its null.
 
-    The alternative is taken as the permutation null moved by the effect: the test rejects when the statistic
-    reaches the null's ``1 - alpha`` quantile, which the moved null does with ``power`` once the effect is that
-    quantile minus the null's ``1 - power`` quantile, plus the null's mean.
+    The null moved by the effect: the null's ``1 - alpha`` quantile minus its ``1 - power`` quantile plus its
+    mean. It ignores the spread a real shift adds, so it is optimistic (BENCHMARKS.md section 17: 67% power
+    at it, not 80%); :func:`shift_detectable` adds that spread and is what compare reports. Kept as its
+    starting point and as the figure when there is no step data to plant a shift in.
 
     Args:
         null: The permuted statistics of the step (at least a few hundred for a stable quantile).
@@ -104,6 +198,108 @@ def permutation_detectable(null: NDArray[np.float64], alpha: float = SIGNIFICANC
         return math.nan
     critical = float(np.quantile(values, 1 - alpha))
     return max(0.0, critical - float(np.quantile(values, 1 - power)) + float(values.mean()))
+
+
+def shift_detectable(data: StepData, null: NDArray[np.float64], alpha: float = SIGNIFICANCE,
+                     power: float = POWER, seed: int = 0) -> float:
+    """The smallest excess the step's permutation test at ``alpha`` detects with ``power``, spread included.
+
+    The planted shift is the plan's (:func:`prism.plan.simulate.shift_target`): every to-response is, with
+    probability ``t``, replaced by a response unlike every other (difference 1 from each, 0 from another such),
+    which adds ``t^2 (1 - w_q / 2)`` to question q's expected excess (``w_q`` its within), so an excess ``d``
+    is ``t^2`` times the mean of ``1 - w_q / 2``. Under it (normal approximation):
+
+    - the statistic's spread grows: its variance is the permutation null's plus the variance of the excess
+      over :data:`PLANTINGS` seeded plantings of the shift in the step's own responses (which of them move,
+      and how unequally the questions take it);
+    - the test's critical value grows with it: the permutation null recomputed on :data:`PLANTED_NULLS`
+      planted copies (:data:`PLANTED_PERMUTATIONS` permutations each, at the starting ``t``; its extra
+      variance taken as proportional to ``t``, the share of responses moved, at later steps) is wider, and
+      the step's own null is scaled by the ratio of the two spreads, so its shape is kept;
+    - ``d = c(d) - mean + z_power * sd(d)``, solved by a few fixed-point steps from
+      :func:`permutation_detectable` (the dependence on ``d`` is mild, so it settles in three or four).
+
+    Args:
+        data: The step's responses as its test saw them (:class:`prism.stats.shifts.StepData`).
+        null: The step's permuted excesses (:attr:`prism.stats.shifts.Shift.null`).
+        alpha: The test's level (one-sided).
+        power: The power wanted.
+        seed: Seeds the plantings and their permutations.
+
+    Returns:
+        The excess; NaN without permuted values or a question with two responses of each condition.
+    """
+    from scipy.stats import norm
+
+    values = np.asarray(null, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    start = permutation_detectable(values, alpha, power)
+    if values.size < 2 or math.isnan(start):
+        return math.nan
+    data = data.subset((data.n_from >= 2) & (data.n_to >= 2))  # the questions the test averaged over
+    if not data.matrices:
+        return math.nan
+    _, within = shifts.question_components(data)
+    reach = float(np.mean(1.0 - within / 2))  # the excess a shift of t = 1 plants
+    mean, spread = float(values.mean()), float(values.std())
+    critical = float(np.quantile(values, 1 - alpha))
+    if reach <= 0 or spread <= 0:
+        return start
+    z_power = float(norm.ppf(power))
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    # Common random numbers: one uniform per to-response and planting, a response moving when its uniform is
+    # below t, so every t of the iteration sees the same plantings.
+    uniforms = [rng.random((PLANTINGS, int(b))) for b in data.n_to]
+    detectable = start
+    first = min(1.0, math.sqrt(start / reach))
+    # The permutation null of planted copies, once, at the starting t: its extra variance grows in proportion
+    # to the share of responses moved, so later steps scale it (recomputing it costs as much as the test).
+    widened = float(np.mean([np.var(shifts.permuted_excess(_planted_step(data, uniforms, first, k),
+                                                          PLANTED_PERMUTATIONS, seed + 1 + k))
+                             for k in range(PLANTED_NULLS)])) / spread**2
+    for _ in range(FIXED_POINT_STEPS):
+        t = min(1.0, math.sqrt(detectable / reach))
+        planted = _planted_excess(data, uniforms, t)
+        ratio = math.sqrt(max(1.0, 1.0 + (widened - 1.0) * t / first)) if first > 0 else 1.0
+        moved = mean + (critical - mean) * ratio
+        sd = math.sqrt(spread**2 + float(planted.var()))
+        detectable = max(0.0, moved - mean + z_power * sd)
+        if detectable >= reach:  # even moving every to-response is not enough
+            return math.nan
+    return detectable
+
+
+def _planted_excess(data: StepData, uniforms: list[NDArray[np.float64]], t: float) -> NDArray[np.float64]:
+    """The step's excess under each planting (to-response j of question q moves when ``uniforms[q][k, j] < t``).
+
+    A moved response differs by 1 from every other response and by 0 from another moved one, so with
+    ``keep`` the to-responses that stay, the cross sum is ``sum_j keep_j colsum_j + n_from * moved`` and the
+    to-side's within sum is ``keep' D_tt keep + 2 moved * kept``; the from side is untouched.
+    """
+    totals = np.zeros(uniforms[0].shape[0] if uniforms else 0, dtype=np.float64)
+    for matrix, a, b, u in zip(data.matrices, data.n_from, data.n_to, uniforms, strict=True):
+        a, b = int(a), int(b)
+        keep = (u >= t).astype(np.float64)
+        moved, kept = b - keep.sum(axis=1), keep.sum(axis=1)
+        cross = keep @ matrix[:a, a:].sum(axis=0) + a * moved
+        same_to = np.einsum("kj,jl,kl->k", keep, matrix[a:, a:], keep) + 2 * moved * kept
+        same_from = matrix[:a, :a].sum()
+        totals += cross / (a * b) - (same_from / (a * (a - 1)) + same_to / (b * (b - 1))) / 2
+    return totals / len(data.matrices)
+
+
+def _planted_step(data: StepData, uniforms: list[NDArray[np.float64]], t: float, k: int) -> StepData:
+    """The step's responses with planting ``k`` applied (moved to-responses made unlike every other)."""
+    matrices = []
+    for matrix, a, u in zip(data.matrices, data.n_from, uniforms, strict=True):
+        moved = np.concatenate([np.zeros(int(a), dtype=bool), u[k] < t])
+        planted = matrix.copy()
+        planted[moved, :] = 1.0
+        planted[:, moved] = 1.0
+        planted[np.ix_(moved, moved)] = 0.0
+        np.fill_diagonal(planted, 0.0)
+        matrices.append(planted)
+    return StepData(tuple(matrices), data.n_from, data.n_to)
 
 
 def wald_noncentrality(df: int, clusters: int, alpha: float = SIGNIFICANCE, power: float = POWER) -> float:

@@ -397,6 +397,14 @@ def _permutations(data: StepData, n_permutations: int, rng: np.random.Generator)
     return totals / len(data.matrices)
 
 
+def permuted_excess(data: StepData, n_permutations: int, seed: int) -> NDArray[np.float64]:
+    """The excess under ``n_permutations`` seeded permutations of the labels (no bootstrap, no observed value).
+
+    For :func:`prism.stats.power.shift_detectable`, which needs the permutation null of planted copies of a step.
+    """
+    return _permutations(data, n_permutations, np.random.default_rng(seed))
+
+
 def shift(data: StepData, *, n_boot: int, n_permutations: int, seed: int, level: float = LEVEL) -> Shift:
     """Between, within and excess of one step with their interval and permutation p-value.
 

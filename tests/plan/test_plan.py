@@ -18,6 +18,10 @@ from prism.compare.tables import ModelCells
 from prism.config import PlanConfig, to_schema
 from prism.plan.core import POWER_COLUMNS, PlanError, make_plan, plan, wilson
 from prism.plan.simulate import (
+    Grid,
+    additive_logits,
+    grid_cells,
+    grid_from_cells,
     population_from_cells,
     shift_study,
     shift_target,
@@ -133,3 +137,45 @@ def test_plan_reads_a_pilot_from_mlflow_asks_no_model_and_logs_a_plan_run(tmp_pa
     assert logged.data.metrics["power/r1/n48"] == pytest.approx(float(result.table["power"].iloc[1]))
     names = {f.path for f in mlflow.tracking.MlflowClient(uri).list_artifacts(result.run_id, "plan")}
     assert names == {"plan/power.csv", "plan/power.png", "plan/plan.json"}
+
+
+def _grid_pilot(n: int, seed: int) -> tuple[Grid, ModelCells]:
+    """A 3 x 3 grid with one weak row and a -1 interaction in one cell, and a pilot run of it."""
+    truth = stated_grid([3, 3], 0.85, 0.5, 4)
+    logits = dict(truth.logits)
+    for cell in truth.cells:
+        if cell.startswith("a1.v2"):
+            logits[cell] -= 1.0  # a main effect of a1's last value
+    truth = Grid(truth.axes, truth.cells, logits, truth.spread, truth.options)
+    return truth, grid_cells(truth, n, 3, "a1.v1__a2.v1", -1.0, seed)
+
+
+def test_a_grid_pilots_cells_and_questions_are_read_as_the_gee_reads_them() -> None:
+    truth, pilot = _grid_pilot(120, 4)
+    grid = grid_from_cells(pilot, "a1.v0__a2.v0")
+    assert list(grid.cells) == list(truth.cells) and grid.axes == truth.axes
+    assert grid.cells["a1.v1__a2.v1"] == ("v1", "v1")
+    assert grid.keep is not None and grid.keep.shape == (120, 9) and np.all(grid.keep[:, 0] == 1.0)
+    # The pilot's own main effect and interaction are kept, on the logit at the average question.
+    for cell in list(truth.cells)[1:]:
+        planted = -1.0 if cell == "a1.v1__a2.v1" else 0.0
+        assert grid.logits[cell] == pytest.approx(truth.logits[cell] + planted, abs=0.45), cell
+    assert 0.2 < grid.spread < 0.9  # the questions' intercepts (true spread 0.5)
+    kept, seen = np.array([[3.0, 0.0], [3.0, 3.0]]), np.array([[3.0, 3.0], [3.0, 3.0]])
+    a, u = additive_logits(kept, seen)
+    assert np.all(np.isfinite(a)) and a[0] > a[1] and u[1] > u[0]  # a cell kept every time stays finite
+
+
+def test_an_interaction_is_planned_from_a_grid_pilot_and_a_flat_pilot_is_refused() -> None:
+    _, pilot = _grid_pilot(60, 5)
+    cfg = compose_plan(["effect.kind=interaction", "effect.size=-2.0", "effect.condition=a1.v2__a2.v2",
+                        "baseline=a1.v0__a2.v0", "n=[10,60]", "simulations=10", "seed=3"])
+    result = make_plan(cfg, [pilot])
+    assert result.source == "pilot" and result.pilot_runs == (pilot.run_id,)
+    low, high = result.table["power"].tolist()
+    assert low < high and high >= 0.8  # -2 logits in one cell of a 3 x 3 grid: 60 questions find it
+    flat = ModelCells("m", "flat-run", pilot.conditions, pilot.cells)
+    with pytest.raises(PlanError, match="is not a grid"):
+        make_plan(cfg, [flat])
+    with pytest.raises(PlanError, match="baseline 'P0' is not among"):
+        make_plan(compose_plan(["effect.kind=interaction", "n=[10]", "simulations=10"]), [pilot])

@@ -137,6 +137,37 @@ def test_every_number_on_the_comparison_page_links_to_the_cells_behind_it(built:
     assert checked > 60
 
 
+def test_the_comparison_page_renders_the_rank_table_of_its_comparison(built: dict[str, Any]) -> None:
+    # The page shows comparison/rank_robustness.csv as the comparison logged it: each pair, its probability,
+    # both rank intervals (linked to each run's cells) and whether the order is robust to the prompt.
+    from prism.formatting import number
+
+    page = comparison_page(built)
+    tree = parse(page)
+    (section,) = [e for e in tree.iter("section") if e.get("id") == "ranking"]
+    assert "#ranking" in [a.get("href") for a in tree.iter("a")]  # the page's own navigation
+    table = built["comparison"].tables["rank_robustness"]
+    rows = [tr for tr in section.iter("tr") if tr.get("data-pair-rank")]
+    assert len(rows) == len(table) == 1
+    expected = table.iloc[0]
+    assert rows[0].get("data-pair-rank") == f"{expected['model_a']}>{expected['model_b']}"
+    assert (expected["model_a"], expected["model_b"]) == ("alpha", "beta")  # alpha is more accurate
+    cells = {td.get("data-rank-interval") or td.get("data-rank-prob") or "": text_of(td) for td in rows[0].iter("td")}
+    assert cells[str(expected["prob_a_above_b"])] == number(expected["prob_a_above_b"])
+    for side in ("a", "b"):
+        low, high = expected[f"rank_{side}_low"], expected[f"rank_{side}_high"]
+        assert cells[side] == (f"{low:g}" if low == high else f"{low:g}–{high:g}")
+    links = {td.get("data-rank-interval"): [a.get("href") for a in td.iter("a")] for td in rows[0].iter("td")
+             if td.get("data-rank-interval")}
+    for side, model in (("a", "alpha"), ("b", "beta")):
+        target, _ = resolve(page, links[side][0])
+        assert target.is_file() and built["runs"][model].run_id in target.read_text(encoding="utf-8")
+    robust = bool(expected["robust"])
+    assert ("not robust to the prompt" in text_of(rows[0])) is not robust
+    assert (rows[0].get("class") == "significant") is not robust
+    assert "nan" not in text_of(rows[0])  # an empty "flips at" read back from the CSV is shown as a dash
+
+
 def test_a_trace_page_shows_prompt_raw_response_parse_method_and_reading(built: dict[str, Any]) -> None:
     out, beta = built["out"], built["runs"]["beta"]
     responses = pd.read_json(beta.output_dir / "responses" / "responses.jsonl", lines=True)

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from prism.stats import basics, power
+from prism.plan.simulate import Population, _draw, shift_study, stated_population
+from prism.stats import basics, power, shifts
+from prism.stats.shifts import StepData
 
 
 def test_mcnemar_detectable_reaches_eighty_percent_power_in_simulation() -> None:
@@ -16,10 +18,72 @@ def test_mcnemar_detectable_reaches_eighty_percent_power_in_simulation() -> None
     assert 0.05 < d < psi
     rng = np.random.default_rng(1)
     rejected = 0
-    for _ in range(300):
+    for _ in range(600):
         draws = rng.multinomial(n, [(psi - d) / 2, (psi + d) / 2, 1 - psi])
         rejected += basics.mcnemar_exact(int(draws[0]), int(draws[1])) < 0.05
-    assert abs(rejected / 300 - power.POWER) < 0.08
+    assert abs(rejected / 600 - power.POWER) < 0.05  # 600 draws: a standard error of 1.6 points
+
+
+@pytest.mark.parametrize(("n", "psi", "d", "alpha"), [(60, 0.3, 0.15, 0.05), (25, 0.4, 0.3, 0.0125)])
+def test_mcnemar_power_is_the_exact_tests_rejection_rate(n: int, psi: float, d: float, alpha: float) -> None:
+    # Summing the exact test's rejection region must give what running the test on draws gives.
+    rng = np.random.default_rng(2)
+    draws = rng.multinomial(n, [(psi - d) / 2, (psi + d) / 2, 1 - psi], size=3000)
+    rate = np.mean([basics.mcnemar_exact(int(x[0]), int(x[1])) < alpha for x in draws])
+    assert power.mcnemar_power(n, psi, d, alpha) == pytest.approx(rate, abs=0.025)
+    assert power.mcnemar_power(n, psi, -d, alpha) == power.mcnemar_power(n, psi, d, alpha)  # two-sided
+    assert power.mcnemar_power(n, psi, 0.0, alpha) <= alpha  # the exact test holds its level
+
+
+def test_mcnemar_detectable_counts_the_discordance_a_change_makes() -> None:
+    # Questions of differing difficulty (logits ~ N(logit 0.7, 1)); the other condition's logits all move down so
+    # its accuracy drops by the figure. Where most pairs are both correct, a drop makes more of them discordant,
+    # which costs power: the figure from the observed 2 x 2 shares holds 80%, the one at the null's share does not.
+    rng = np.random.default_rng(6)
+    p = 1 / (1 + np.exp(-(np.log(0.7 / 0.3) + rng.normal(0.0, 1.0, 4000))))
+    psi, both = float(np.mean(2 * p * (1 - p))), float(np.mean(p * p))
+    assert power.alternative_discordance(psi, both, -0.2) > psi > power.alternative_discordance(psi, both, 0.2)
+    figure = power.mcnemar_detectable(60, psi, 0.0125, both_correct=both)
+    assert figure > power.mcnemar_detectable(60, psi, 0.0125)
+    logits = np.log(p / (1 - p))
+    low, high = -5.0, 0.0  # the logit move that drops the mean accuracy by the figure
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if (1 / (1 + np.exp(-(logits + mid)))).mean() < p.mean() - figure else (low, mid)
+    moved = 1 / (1 + np.exp(-(logits + (low + high) / 2)))
+    found = 0
+    for _ in range(600):
+        idx = rng.integers(0, len(p), 60)
+        a, b = rng.random(60) < p[idx], rng.random(60) < moved[idx]
+        found += basics.mcnemar_exact(*basics.discordant_counts(a, b)) < 0.0125
+    assert 0.76 < found / 600 < 0.92, found / 600  # at least 80%, a few points conservative at 60 pairs
+
+
+def _null_step(population: Population, n: int, reps: int, seed: int) -> StepData:
+    rng = np.random.default_rng(seed)
+    base = population.probs[rng.integers(0, len(population.probs), n), 0]
+    source, other = _draw(rng, base, reps), _draw(rng, base, reps)
+    blocks = []
+    for a, b in zip(source, other, strict=True):
+        cats = np.concatenate([a, b])
+        blocks.append((np.asarray(cats[:, None] != cats[None, :], dtype=np.float64), reps, reps))
+    return StepData.from_blocks(blocks)
+
+
+def test_shift_detectable_reaches_eighty_percent_power_where_the_moved_null_does_not() -> None:
+    # The figure of a null study, then fresh studies with a shift of that size planted, tested as compare tests.
+    population = stated_population(0.6, 0.5, 4, ["C0", "C1"], seed=3)
+    data = _null_step(population, 30, 3, 11)
+    est = shifts.shift(data, n_boot=1, n_permutations=2000, seed=1)
+    assert est.null is not None
+    figure = power.shift_detectable(data, est.null, 0.05, seed=1)
+    moved = power.permutation_detectable(est.null, 0.05)
+    assert figure > moved  # the spread a shift adds costs power
+    assert figure == power.shift_detectable(data, est.null, 0.05, seed=1)  # seeded
+    sims = 300
+    found = sum(shift_study(population, 30, 3, figure, 0.05, 400, 100 + i) for i in range(sims)) / sims
+    assert abs(found - power.POWER) < 0.08, found
+    assert math.isnan(power.shift_detectable(data, np.array([]), 0.05))
 
 
 def test_mcnemar_detectable_shrinks_with_n_and_grows_at_a_holm_level() -> None:
