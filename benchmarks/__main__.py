@@ -38,6 +38,7 @@ BENCHMARKS = {
     "pools": "benchmarks.pools",
     "plan": "benchmarks.plan_power",
     "import_logs": "benchmarks.import_logs",
+    "cloze_cost": "benchmarks.cloze_cost",
 }
 
 

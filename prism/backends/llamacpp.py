@@ -436,16 +436,14 @@ class LlamaCppBackend:
     def cloze_reading(self, request: Request) -> ClozeReading:
         """Each option's continuation log-likelihood, the prompt evaluated once (``cloze_source=embedded``).
 
-        The context's tokens are evaluated once (reusing what the last request left in the KV cache); each
-        continuation is then evaluated from that cached state in one batch with every position's logits
-        kept, the cache rewound to the context's end before the next. Token ``i`` of a continuation is scored
-        by the row of the position before it: the context's last for the first token.
+        The context's tokens are evaluated once (reusing what the last request left in the KV cache); the
+        continuations are then scored from that cached state by :func:`score_continuations` (one batch per
+        option, tokens an option shares with the one scored before it not evaluated again). Token ``i`` of a
+        continuation is scored by the row of the position before it: the context's last for the first token.
 
         Raises:
             ClozeError: If a continuation tokenises to nothing after the prompt.
         """
-        import numpy as np
-
         llm = self._model()
         prompt = request.prompt
         context = self.cloze_context(request)
@@ -454,33 +452,12 @@ class LlamaCppBackend:
                                   f"question {prompt.question_id!r}, condition {prompt.condition!r}, option "
                                   f"{option.label}") for option in options]
         contexts = {tuple(ids) for ids, _ in split}
-        context_ids = list(split[0][0])
         if len(contexts) != 1:  # moved white space differs only when some continuation does not start with it
             raise BackendError(f"question {prompt.question_id!r}, condition {prompt.condition!r}: the options' "
                                "contexts tokenise differently, so the prompt cannot be evaluated once.")
-        cached = llm.input_ids[:llm.n_tokens].tolist()
-        shared = 0
-        for a, b in zip(cached, context_ids, strict=False):
-            if a != b:
-                break
-            shared += 1
-        llm.n_tokens = min(shared, len(context_ids) - 1)  # the last context token again: its logits are needed
-        llm.eval(context_ids[llm.n_tokens:])
-        n_vocab = llm.n_vocab()
-        first = log_softmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy())
-        logprobs: dict[str, float] = {}
-        tokens: dict[str, int] = {}
-        for option, (_, ids) in zip(options, split, strict=True):
-            total = float(first[ids[0]])
-            if len(ids) > 1:
-                rows = _eval_rows(llm, ids[:-1], len(context_ids))
-                total += sum(float(log_softmax(rows[i])[token]) for i, token in enumerate(ids[1:]))
-            logprobs[option.label] = total
-            tokens[option.label] = len(ids)
-        llm.n_tokens = len(context_ids)  # the prompt stays cached for the generation that follows,
-        # but the context's current logits are the last continuation's: the generation must replay one token
-        # (llama-cpp-python samples at once from a fully cached prompt unless it is told to evaluate).
-        llm._requires_eval = True
+        totals = score_continuations(llm, list(split[0][0]), [ids for _, ids in split])
+        logprobs = {option.label: total for option, total in zip(options, totals, strict=True)}
+        tokens = {option.label: len(ids) for option, (_, ids) in zip(options, split, strict=True)}
         return ClozeReading(logprobs, tokens, {o.label: o.chars for o in options}, EMBEDDED)
 
     def close(self) -> None:
@@ -491,6 +468,93 @@ class LlamaCppBackend:
         if self._vocab_llm is not None:
             self._vocab_llm.close() if hasattr(self._vocab_llm, "close") else None
             self._vocab_llm = None
+
+
+def _eval_context(llm: Any, context_ids: list[int]) -> Any:
+    """Evaluate ``context_ids`` from the longest prefix already cached; its last position's log-softmax row."""
+    import numpy as np
+
+    cached = llm.input_ids[:llm.n_tokens].tolist()
+    shared = 0
+    for a, b in zip(cached, context_ids, strict=False):
+        if a != b:
+            break
+        shared += 1
+    llm.n_tokens = min(shared, len(context_ids) - 1)  # the last context token again: its logits are needed
+    llm.eval(context_ids[llm.n_tokens:])
+    return log_softmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy())
+
+
+def _leave_context_cached(llm: Any, n_context: int) -> None:
+    """Rewind to the context's end so the generation after the reading reuses the evaluated prompt.
+
+    The context's current logits are then the last continuation's, so the generation must replay one token:
+    llama-cpp-python samples at once from a fully cached prompt unless it is told to evaluate.
+    """
+    llm.n_tokens = n_context
+    llm._requires_eval = True
+
+
+def score_continuations(llm: Any, context_ids: list[int], continuations_ids: list[list[int]]) -> list[float]:
+    """Each continuation's summed log-probability after ``context_ids``, the context evaluated once.
+
+    One batch per continuation from the cached context, every position's logits kept. Continuations are
+    taken in token order, and the leading tokens one shares with the continuation scored just before it
+    are not evaluated again: their rows are that batch's, computed at the same positions of the same
+    cache cells, and the cache is cut back to the end of the shared part before the rest is evaluated.
+    (ARC's option texts share about 15% of their evaluated tokens this way; a one-token continuation,
+    such as a label, needs no batch at all.) The totals equal :func:`score_continuations_each`'s exactly
+    (tested). Options were not batched as parallel sequences (llama.cpp sequence ids sharing the
+    context's cache): measured, that changed some options' log-likelihoods by up to 5e-3 (BENCHMARKS.md).
+    """
+    first = _eval_context(llm, context_ids)
+    n_past = len(context_ids)
+    totals: list[float] = [0.0] * len(continuations_ids)
+    prev: list[int] = []
+    prev_rows: Any = None
+    for index in sorted(range(len(continuations_ids)), key=lambda i: continuations_ids[i]):
+        ids = continuations_ids[index]
+        evaluated = ids[:-1]
+        common = 0
+        for a, b in zip(prev, evaluated, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common < len(evaluated):
+            llm.n_tokens = n_past + common
+            new_rows = _eval_rows(llm, evaluated[common:], n_past + common)
+            rows = new_rows if common == 0 else _concat(prev_rows[:common], new_rows)
+            prev, prev_rows = evaluated, rows
+        else:  # every evaluated token is shared with the last batch (this option's tokens prefix it)
+            rows = prev_rows[:len(evaluated)] if evaluated else None
+        totals[index] = float(first[ids[0]]) + sum(float(log_softmax(rows[i])[token])
+                                                   for i, token in enumerate(ids[1:]))
+    _leave_context_cached(llm, n_past)
+    return totals
+
+
+def score_continuations_each(llm: Any, context_ids: list[int], continuations_ids: list[list[int]]) -> list[float]:
+    """The plain scoring :func:`score_continuations` must equal: every continuation in full, one batch each.
+
+    Kept as the reference for the tests and the cost benchmark (``benchmarks/cloze_cost.py``).
+    """
+    first = _eval_context(llm, context_ids)
+    n_past = len(context_ids)
+    totals: list[float] = []
+    for ids in continuations_ids:
+        total = float(first[ids[0]])
+        if len(ids) > 1:
+            rows = _eval_rows(llm, ids[:-1], n_past)
+            total += sum(float(log_softmax(rows[i])[token]) for i, token in enumerate(ids[1:]))
+        totals.append(total)
+    _leave_context_cached(llm, n_past)
+    return totals
+
+
+def _concat(head: Any, tail: Any) -> Any:
+    import numpy as np
+
+    return np.concatenate([head, tail])
 
 
 def _eval_rows(llm: Any, tokens: list[int], n_past: int) -> Any:

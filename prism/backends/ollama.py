@@ -374,6 +374,10 @@ class OllamaBackend(RemoteBackend):
             body = {"model": body.pop("model"), "prompt": request.prompt.text, "raw": True, **body}
         return body
 
+    def _endpoint(self) -> str:
+        """``/api/chat``, or ``/api/generate`` where ``model.chat=false`` sends every cell."""
+        return self.chat_endpoint if self._chat else "/api/generate"
+
     def _send(self, body: Mapping[str, Any]) -> Any:
         if "prompt" in body:
             return self._client.generate(model=body["model"], prompt=body["prompt"], raw=True, stream=False,

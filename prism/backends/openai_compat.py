@@ -225,16 +225,16 @@ class OpenAIBackend(RemoteBackend):
             probe_body = {"model": self._name, "prompt": "Say OK.", "max_tokens": 1, "temperature": 0.0,
                           "stream": False}
         try:
-            probe = self._retrying(lambda: self._send(probe_body),
-                                   "/chat/completions" if self._chat else "/completions", nothing_yet)
+            probe = self._retrying(lambda: self._send(probe_body), self._endpoint(), nothing_yet)
         except openai.APIStatusError as exc:
-            raise self._status_before_start(exc, "/chat/completions") from None
+            raise self._status_before_start(exc, self._endpoint()) from None
         except (ValueError, TypeError) as exc:
-            raise BackendError(f"{self._url}/chat/completions answered a one-token probe with something that is "
-                               f"not a chat completion ({excerpt(self._redact(str(exc)))}).") from None
+            kind = "a chat completion" if self._chat else "a completion"
+            raise BackendError(f"{self._url}{self._endpoint()} answered a one-token probe with something that is "
+                               f"not {kind} ({excerpt(self._redact(str(exc)))}).") from None
         reply = as_dict(probe)
         if reply is None:
-            raise BackendError(f"{self._url}/chat/completions answered a one-token probe with a body that is not "
+            raise BackendError(f"{self._url}{self._endpoint()} answered a one-token probe with a body that is not "
                                f"JSON ({excerpt(self._redact(str(probe)))}); check model.base_url.")
         self._pinned = served(reply)
         self._listing = dict(listing)
@@ -436,6 +436,10 @@ class OpenAIBackend(RemoteBackend):
         if not self._chat:
             return build_plain_body(request, self._name, self._extra_body, self._send_top_k)
         return build_request(request, self._name, self._extra_body, self._send_top_k)
+
+    def _endpoint(self) -> str:
+        """``/chat/completions``, or ``/completions`` where ``model.chat=false`` sends every cell."""
+        return self.chat_endpoint if self._chat else "/completions"
 
     def _send(self, body: Mapping[str, Any]) -> Any:
         """Send one chat-completions body exactly as built.

@@ -276,7 +276,7 @@ class RemoteBackend(ABC):
                 latency[0] = time.perf_counter() - start  # the last attempt's, not the retries'
 
         try:
-            reply = self._retrying(attempt, self.chat_endpoint, RESUMABLE)
+            reply = self._retrying(attempt, self._endpoint(), RESUMABLE)
         except Exception as exc:
             if self._abandoned.is_set():  # taken out of its pool: the pool asks this cell elsewhere
                 raise
@@ -285,6 +285,14 @@ class RemoteBackend(ABC):
                 raise
             return self._failed(request, body, latency[0], error)
         return self._read(reply, request, body, latency[0])
+
+    def _endpoint(self) -> str:
+        """The path each cell is sent to, as retries and errors name it.
+
+        :attr:`chat_endpoint` unless the backend sends this run's cells elsewhere (``model.chat=false``:
+        OpenAI-compatible ``/completions``, Ollama ``/api/generate``).
+        """
+        return self.chat_endpoint
 
     def _failed(self, request: Request, body: Mapping[str, Any], latency_s: float, error: str) -> Completion:
         """A failed request: no text, what was sent, and why."""

@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from prism.compare.by_type import consistency_by_type_table
-from prism.compare.cloze_tables import cloze_disagreements_table, cloze_readings_table, has_cloze
+from prism.compare.cloze_tables import (
+    cloze_disagreements_table,
+    cloze_readings_table,
+    has_cloze,
+    merged_readings_table,
+)
 from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
@@ -99,12 +104,12 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     # Where to look: scorecard, axes ranked, measure agreement, divergence beyond noise (prism.compare.readouts).
     tables.update(readout_tables(models, tables, baseline, measures, compared, n_boot=n_boot,
                                  n_permutations=permutations, seed=seed, embed=embed))
-    # Both readings (runs with generation.label_probs=true only): prism.compare.label_prob_tables.
-    if any(has_probabilities(m) for m in models):
-        tables["readings"] = readings_table(models, baseline)
+    # The readings (runs with generation.label_probs=true or generation.cloze=true): label_prob_tables'
+    # and cloze_tables' columns side by side in one readings.csv, and the cells where each parts from the text.
+    if any(has_probabilities(m) or has_cloze(m) for m in models):
+        tables["readings"] = merged_readings_table(models, readings_table(models, baseline),
+                                                   cloze_readings_table(models))
         tables["reading_disagreements"] = disagreements_table(models)
-    # The three readings (runs with generation.cloze=true): prism.compare.cloze_tables.
     if any(has_cloze(m) for m in models):
-        tables["cloze_readings"] = cloze_readings_table(models)
         tables["cloze_disagreements"] = cloze_disagreements_table(models)
     return tables

@@ -2,22 +2,30 @@
 
 Runs recorded with ``generation.cloze=true`` have each option's continuation log-likelihood (``prism.cloze``):
 ``cloze_answer`` (lm-eval's ``acc``) and ``cloze_norm_answer`` (``acc_norm``) per cell. This table puts the
-three readings side by side per model and condition (``cloze_readings.csv``; the label-probability columns
-are empty for runs without ``generation.label_probs``), and lists the cells where the cloze and parsed
-readings part (``cloze_disagreements.csv``). Pure pandas over :class:`~prism.compare.tables.ModelCells`.
+three readings side by side per model and condition: its columns join the label-probability table's in the
+one ``readings.csv`` (:func:`merged_readings_table`; the label-probability columns are empty for runs without
+``generation.label_probs``, the cloze columns for runs without ``generation.cloze``), and it lists the cells
+where the cloze and parsed readings part (``cloze_disagreements.csv``). Pure pandas over
+:class:`~prism.compare.tables.ModelCells`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
+from prism.compare.label_prob_tables import READINGS_COLUMNS
 from prism.compare.tables import ModelCells, has_key
 
 CLOZE_READINGS_COLUMNS = ("model", "condition", "n", "n_cloze", "accuracy", "likelihood_accuracy", "cloze_accuracy",
                           "cloze_norm_accuracy", "cloze_agreement", "cloze_likelihood_agreement")
+#: The cloze reading's columns of ``readings.csv``, after the label-probability table's own.
+CLOZE_COLUMNS = ("n_cloze", "cloze_accuracy", "cloze_norm_accuracy", "cloze_agreement", "cloze_likelihood_agreement")
+#: ``readings.csv``: both tables' columns, each once.
+MERGED_READINGS_COLUMNS = (*READINGS_COLUMNS, *CLOZE_COLUMNS)
 CLOZE_DISAGREEMENT_COLUMNS = ("model", "question_id", "condition", "repetition", "correct_answer", "answer",
                               "likelihood_answer", "cloze_answer", "cloze_norm_answer", "response")
 
@@ -67,6 +75,38 @@ def cloze_readings_table(models: Sequence[ModelCells]) -> pd.DataFrame:
                                                if has_likely else math.nan),
             })
     return pd.DataFrame(rows, columns=list(CLOZE_READINGS_COLUMNS))
+
+
+def merged_readings_table(models: Sequence[ModelCells], label_probs: pd.DataFrame,
+                          cloze: pd.DataFrame) -> pd.DataFrame:
+    """``readings.csv``: the label-probability table (``label_probs``) and the cloze table side by side.
+
+    One row per model with either reading and condition, in the comparison's order. Every column and
+    value of the label-probability table (:data:`~prism.compare.label_prob_tables.READINGS_COLUMNS`) is
+    kept as it is, then the cloze columns (:data:`CLOZE_COLUMNS`) follow, empty (NaN) for a run without the
+    cloze reading. A run with the cloze reading only takes ``n`` and the parsed ``accuracy`` from the cloze
+    table, has ``n_label_probs`` 0 and its label-probability measures empty.
+    """
+    def keyed(frame: pd.DataFrame) -> dict[tuple[str, str], dict[Any, Any]]:
+        return {(str(r["model"]), str(r["condition"])): r for r in frame.to_dict("records")}
+
+    by_label, by_cloze = keyed(label_probs), keyed(cloze)
+    rows = []
+    for model in models:
+        for condition in model.conditions:
+            key = (model.label, condition)
+            if key not in by_label and key not in by_cloze:
+                continue
+            row: dict[str, object] = {c: math.nan for c in MERGED_READINGS_COLUMNS}
+            if key in by_label:
+                row.update({c: by_label[key][c] for c in READINGS_COLUMNS})
+            else:
+                row.update({"model": model.label, "condition": condition, "n": by_cloze[key]["n"], "n_label_probs": 0,
+                            "accuracy": by_cloze[key]["accuracy"]})
+            if key in by_cloze:
+                row.update({c: by_cloze[key][c] for c in CLOZE_COLUMNS})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=list(MERGED_READINGS_COLUMNS))
 
 
 def cloze_disagreements_table(models: Sequence[ModelCells]) -> pd.DataFrame:

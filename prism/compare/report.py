@@ -80,7 +80,8 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
     probabilities = "readings" in tables and len(tables["readings"]) > 0
     present = [anchor for anchor, _ in sections.SECTIONS
-               if (anchor != "differences" or "differences" in tables) and (anchor != "two-readings" or probabilities)]
+               if (anchor != "differences" or "differences" in tables)
+               and (anchor != "answer-readings" or probabilities)]
     groups = sections.difference_groups(tables["differences"], {k: v for item in context.evidence
                                                                  for k, v in item.questions.items()}) \
         if "differences" in tables else None
@@ -121,15 +122,21 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
 
 
 def two_readings_section(tables: Mapping[str, pd.DataFrame], context: ReportContext) -> dict[str, Any]:
-    """The two-readings section's values (:mod:`prism.compare.two_readings`), from readings.csv and its cells."""
+    """The readings section's values (:mod:`prism.compare.two_readings`), from readings.csv and its parted cells."""
     from prism.compare import two_readings
 
     parted = tables["reading_disagreements"]
+    cloze = tables.get("cloze_disagreements")
     questions = {k: v for item in context.evidence for k, v in item.questions.items()}
-    return {"rows": two_readings.report_rows(tables["readings"]),
+    rows = two_readings.report_rows(tables["readings"])
+    return {"rows": rows,
             "cells": two_readings.parted(parted.to_dict("records"), questions), "total": len(parted),
-            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED, "baseline": context.baseline,
-            "whole_in": "comparison/reading_disagreements.csv"}
+            "measures": two_readings.shown_measures(rows), "keyed": two_readings.KEYED, "baseline": context.baseline,
+            "whole_in": "comparison/reading_disagreements.csv",
+            "label_probs": any(r.n_label_probs for r in rows), "cloze": cloze is not None,
+            "cloze_cells": two_readings.cloze_parted(cloze.to_dict("records"), questions) if cloze is not None else [],
+            "cloze_total": len(cloze) if cloze is not None else 0,
+            "cloze_whole_in": "comparison/cloze_disagreements.csv"}
 
 
 def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers: Sequence[ModelNumbers],

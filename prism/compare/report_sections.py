@@ -47,7 +47,8 @@ TOP_DIFFERENCES = 12
 RESPONSE_CHARS = 160
 
 SECTIONS = (("summary", "Summary"), ("readings", "Readings"), ("sensitivity", "Condition sensitivity"),
-            ("two-readings", "Two readings"), ("divergence", "Divergence"), ("differences", "Where models differ"),
+            ("answer-readings", "Answer readings"), ("divergence", "Divergence"),
+            ("differences", "Where models differ"),
             ("scorecard", "Scorecard"), ("sensitivity-axes", "Axes ranked"), ("measure-agreement", "Measure agreement"),
             ("divergence-noise", "Beyond noise"), ("power", "Detectable effects"), ("setup", "Reproduce"),
             ("templates", "Templates"), ("method", "Method"), ("not-claimed", "What PRISM does not claim"))

@@ -287,22 +287,26 @@ def format_comparison(result: ComparisonResult) -> str:
                       "invariant and shifted, stable = invariant, no shift;\nfollowed = share of a causal step's "
                       "answers that are its new correct option. " + roles_note(tables["roles"]),
                   format_roles(tables["roles"])]
-    if "readings" in tables and len(tables["readings"]):
+    readings = tables.get("readings")
+    with_probs = readings[readings["n_label_probs"] > 0] if readings is not None and len(readings) else None
+    if with_probs is not None and len(with_probs):
         from prism.compare.label_prob_tables import format_readings
 
         parts += ["", "Two readings (runs with generation.label_probs=true): parsed accuracy beside the accuracy of "
                       "the likeliest first token's option,\nagreement of the two where both exist, label mass, mean TV "
                       f"distance to {result.baseline}'s option distribution; the "
                       f"{len(tables['reading_disagreements'])} cells where they part are in "
-                      "comparison/reading_disagreements.csv:", format_readings(tables["readings"])]
-    if "cloze_readings" in tables and len(tables["cloze_readings"]):
+                      "comparison/reading_disagreements.csv:", format_readings(with_probs)]
+    with_cloze = readings[readings["n_cloze"].notna()] if readings is not None and len(readings) else None
+    if with_cloze is not None and len(with_cloze):
         from prism.compare.cloze_tables import format_cloze_readings
 
-        parts += ["", "Three readings (runs with generation.cloze=true): parsed, label probabilities (labelp) and "
-                      "the cloze reading (acc, acc_norm as lm-evaluation-harness scores them),\nand agreement "
-                      f"of the parsed and cloze answers; the {len(tables['cloze_disagreements'])} cells where they "
-                      "part are in comparison/cloze_disagreements.csv:",
-                  format_cloze_readings(tables["cloze_readings"])]
+        parts += ["", "Three readings (runs with generation.cloze=true; comparison/readings.csv): parsed, label "
+                      "probabilities (labelp) and the cloze reading (acc, acc_norm as lm-evaluation-harness scores "
+                      "them),\nand agreement of the parsed and cloze answers; the "
+                      f"{len(tables['cloze_disagreements'])} cells where they part are in "
+                      "comparison/cloze_disagreements.csv:",
+                  format_cloze_readings(with_cloze)]
     parts += format_readouts(tables, result.n_boot)
     if "rank_robustness" in tables:
         from prism.compare.rank_robustness import rank_note

@@ -1,16 +1,19 @@
-"""What the two-readings section shows, in ``report.html`` and on the published site's run pages.
+"""What the readings section shows, in ``report.html`` and on the published site's run pages.
 
-Runs recorded with ``generation.label_probs=true`` have two readings of every answer: the option the
-parser recovered from the text, and the option whose label the model's first reply token most preferred.
-The section shows them side by side per model and condition (parsed accuracy, likelihood accuracy,
-reading agreement, label mass, TV distance from the baseline's option distribution), then the cells where
-they part, each with its raw response. Items without an answer key have no accuracy in either reading
-(:data:`prism.formatting.NO_KEY`), as in every other table.
+Every answer has up to three readings: the option the parser recovered from the generated text; with
+``generation.label_probs=true``, the option whose label the model's first reply token most preferred; with
+``generation.cloze=true``, the option whose continuation is likeliest after the prompt (lm-eval's ``acc``, and
+``acc_norm`` per character). The section shows them side by side per model and condition (parsed accuracy;
+likelihood accuracy, reading agreement, label mass, TV distance from the baseline's option distribution; cloze
+acc, acc_norm and agreement with the parsed answer), only the readings some run recorded, then the cells where
+each parts from the parsed answer, each with its raw response. Items without an answer key have no accuracy in
+any reading (:data:`prism.formatting.NO_KEY`), as in every other table.
 
-The report takes its rows from compare's ``readings`` and ``reading_disagreements`` tables
-(:mod:`prism.compare.label_prob_tables`); the site takes them from each run's logged per-condition metrics and
-its scored records, so each number on the site is the MLflow metric it names (``data-run``,
-``data-metric``). Plain values only; ``prism/templates/sections/two_readings.j2`` turns them into markup.
+The report takes its rows from compare's ``readings`` (``readings.csv``), ``reading_disagreements`` and
+``cloze_disagreements`` tables (:mod:`prism.compare.label_prob_tables`, :mod:`prism.compare.cloze_tables`);
+the site takes them from each run's logged per-condition metrics and its scored records, so each number on
+the site is the MLflow metric it names (``data-run``, ``data-metric``). Plain values only;
+``prism/templates/sections/two_readings.j2`` turns them into markup.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ import pandas as pd
 
 from prism.formatting import missing
 
-# The columns of the side-by-side table: (the measure's name in readings.csv and in MLflow, its heading).
-MEASURES = (("accuracy", "parsed accuracy"), ("likelihood_accuracy", "likelihood accuracy"),
-            ("reading_agreement", "reading agreement"), ("mean_label_mass", "label mass"),
-            ("mean_prob_tv", "TV from the baseline"))
+# The columns of the side-by-side table: (the measure's name in readings.csv and in MLflow, its heading),
+# the parsed reading's, then the label probabilities', then the cloze reading's.
+PARSED_MEASURES = (("accuracy", "parsed accuracy"),)
+LIKELIHOOD_MEASURES = (("likelihood_accuracy", "likelihood accuracy"), ("reading_agreement", "reading agreement"),
+                       ("mean_label_mass", "label mass"), ("mean_prob_tv", "TV from the baseline"))
+CLOZE_MEASURES = (("cloze_accuracy", "cloze acc"), ("cloze_norm_accuracy", "cloze acc_norm"),
+                  ("cloze_agreement", "cloze = parsed"))
+MEASURES = (*PARSED_MEASURES, *LIKELIHOOD_MEASURES, *CLOZE_MEASURES)
 # The measures that need an answer key.
-KEYED = ("accuracy", "likelihood_accuracy")
+KEYED = ("accuracy", "likelihood_accuracy", "cloze_accuracy", "cloze_norm_accuracy")
 # How many parted cells a page lists (the CSV and the run's scored records have them all).
 TOP_PARTED = 12
 
@@ -55,6 +62,37 @@ class ReadingRow:
     n: int | None = None
     n_label_probs: int | None = None
     run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClozePartedCell:
+    """A cell whose parsed answer and cloze answer (``acc``'s) differ, as the page lists it.
+
+    Attributes:
+        model: The run's name in the tables.
+        question_id: The question.
+        condition: The condition.
+        repetition: The repetition.
+        question: The question's stem ("" when the frozen questions could not be read).
+        options: Its options as ``A. text`` lines (canonical labels).
+        key: The canonical label of the correct option, or None (no key).
+        answer: The parsed answer (canonical label).
+        cloze_answer: The likeliest continuation's option (``acc``).
+        cloze_norm_answer: The likeliest per character (``acc_norm``).
+        response: The raw response, whole.
+    """
+
+    model: str
+    question_id: str
+    condition: str
+    repetition: int
+    question: str
+    options: tuple[str, ...]
+    key: str | None
+    answer: str
+    cloze_answer: str
+    cloze_norm_answer: str
+    response: str
 
 
 @dataclass(frozen=True)
@@ -114,8 +152,54 @@ def site_rows(label: str, run_id: str, conditions: Sequence[str], metrics: Mappi
 
 
 def has_two_readings(metrics: Mapping[str, float]) -> bool:
-    """Whether a run logged the likelihood reading (it was recorded with ``generation.label_probs=true``)."""
-    return "reading_agreement" in metrics or "n_label_probs" in metrics
+    """Whether a run logged a reading beside the parsed one (``generation.label_probs`` or ``generation.cloze``)."""
+    return "reading_agreement" in metrics or "n_label_probs" in metrics or "n_cloze" in metrics
+
+
+def shown_measures(rows: Sequence[ReadingRow]) -> tuple[tuple[str, str], ...]:
+    """The columns the rows fill: the parsed accuracy, then each other reading some row has a value of."""
+    def present(group: tuple[tuple[str, str], ...]) -> bool:
+        return any(not math.isnan(r.values[key]) for r in rows for key, _ in group)
+
+    return (*PARSED_MEASURES, *(LIKELIHOOD_MEASURES if present(LIKELIHOOD_MEASURES) else ()),
+            *(CLOZE_MEASURES if present(CLOZE_MEASURES) else ()))
+
+
+def cloze_parted(rows: Sequence[Mapping[Any, Any]], questions: Mapping[str, Mapping[str, Any]],
+                 limit: int = TOP_PARTED) -> list[ClozePartedCell]:
+    """The first ``limit`` cells whose parsed and cloze answers differ, in the rows' order.
+
+    Args:
+        rows: Rows of :data:`prism.compare.cloze_tables.CLOZE_DISAGREEMENT_COLUMNS` (the CSV's, or
+            :func:`cloze_parted_rows`' for one run).
+        questions: Frozen questions by id, for the stem and options.
+        limit: How many to list.
+    """
+    cells = []
+    for r in rows[:limit]:
+        q = questions.get(str(r["question_id"])) or {}
+        options = tuple(f"{label}. {text}" for label, text in zip(q.get("labels", ()), q.get("options", ()),
+                                                                   strict=False))
+        key = r.get("correct_answer")
+        norm = r.get("cloze_norm_answer")
+        cells.append(ClozePartedCell(str(r["model"]), str(r["question_id"]), str(r["condition"]),
+                                     int(r["repetition"]), str(q.get("question", "")), options,
+                                     None if missing(key) else str(key), str(r["answer"]), str(r["cloze_answer"]),
+                                     "" if missing(norm) else str(norm),
+                                     "" if missing(r["response"]) else str(r["response"])))
+    return cells
+
+
+def cloze_parted_rows(cells: pd.DataFrame, label: str) -> list[dict[str, Any]]:
+    """One run's scored records whose parsed and cloze answers are both there and differ (the CSV's rows)."""
+    if "cloze_answer" not in cells.columns or cells.empty:
+        return []
+    both = cells["answer"].notna() & cells["cloze_answer"].notna()
+    parted = cells[both & (cells["answer"] != cells["cloze_answer"])]
+    return [{"model": label, "question_id": r["question_id"], "condition": r["condition"],
+             "repetition": r["repetition"], "correct_answer": r.get("correct_answer"), "answer": r["answer"],
+             "cloze_answer": r["cloze_answer"], "cloze_norm_answer": r.get("cloze_norm_answer"),
+             "response": r.get("response")} for r in parted.to_dict("records")]
 
 
 def parted(rows: Sequence[Mapping[Any, Any]], questions: Mapping[str, Mapping[str, Any]],

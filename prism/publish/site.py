@@ -216,7 +216,7 @@ def write_site(out: Path, evidence: Sequence[RunEvidence], context: Context,
 
 
 def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
-    """A run page's two-readings section (:mod:`prism.compare.two_readings`), or None for a run without it.
+    """A run page's readings section (:mod:`prism.compare.two_readings`), or None for a run without one.
 
     The rows are the run's logged per-condition metrics; the parted cells come from its scored records.
     """
@@ -228,12 +228,16 @@ def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
     run = item.run
     rows = two_readings.site_rows(run.model, run.run_id, run.conditions, item.metrics, has_no_key(item))
     scored = item.scored
-    observed = ([] if scored is None or scored.empty else
-                parted_cells(scored[scored["error"].isna()] if "error" in scored else scored, run.model, {}))
+    kept = None if scored is None or scored.empty else scored[scored["error"].isna()] if "error" in scored else scored
+    observed = [] if kept is None else parted_cells(kept, run.model, {})
+    cloze = [] if kept is None else two_readings.cloze_parted_rows(kept, run.model)
     return {"rows": rows, "cells": two_readings.parted(observed, item.questions), "total": len(observed),
-            "measures": two_readings.MEASURES, "keyed": two_readings.KEYED,
+            "measures": two_readings.shown_measures(rows), "keyed": two_readings.KEYED,
             "baseline": run.baseline or "the baseline",
-            "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty}
+            "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty,
+            "label_probs": "n_label_probs" in item.metrics or "reading_agreement" in item.metrics,
+            "cloze": "n_cloze" in item.metrics, "cloze_cells": two_readings.cloze_parted(cloze, item.questions),
+            "cloze_total": len(cloze), "cloze_whole_in": "the run's results/scored.jsonl"}
 
 
 def _claim(out: Path) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from prism.types import GenerationParams, Prompt
 
 from .echo_server import EchoServer
 from .llama_server import ALIAS, LlamaServer
+from .openai_stub import OpenAIStub
 
 OPTIONS = ("coal", "wind", "natural gas", "oil")
 
@@ -102,3 +104,60 @@ def test_llama_cpp_pythons_own_server_is_refused_for_its_shifted_echo(tmp_path: 
         backend.close()
     finally:
         server.stop()
+
+
+class _PlainStub(OpenAIStub):
+    """The stand-in with ``/v1/completions`` too: its first request (the identity probe) is answered, every
+    later one refused with 503 (or every one with ``refuse_probe``), so errors name the endpoint asked."""
+
+    def __init__(self, refuse_probe: bool = False) -> None:
+        super().__init__()
+        self.refuse_probe = refuse_probe
+        self.completions = 0
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        stub, base = self, super().handler()
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            def do_POST(self) -> None:
+                if self.path != "/v1/completions":
+                    return super().do_POST()
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                stub.completions += 1
+                if stub.refuse_probe:
+                    return self._send(400, {"error": {"message": "no such thing", "type": "invalid_request_error"}})
+                if stub.completions > 1:
+                    return self._send(503, {"error": {"message": "busy", "type": "server_error"}})
+                return self._send(200, {"id": "cmpl-1", "object": "text_completion", "created": 0,
+                                        "model": stub.model, "system_fingerprint": "fp",
+                                        "choices": [{"index": 0, "text": "OK", "finish_reason": "length"}]})
+
+        return Handler
+
+
+def test_plain_completion_errors_name_the_completions_endpoint_not_chat_completions() -> None:
+    """model.chat=false asks /v1/completions: the probe's and the cells' errors say so."""
+    request = cloze_request()
+    plain = Request(request.prompt, GenerationParams(temperature=0.0, max_tokens=4, seed=0), 0)
+    with _PlainStub(refuse_probe=True) as stub:
+        backend = OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url, chat=False))
+        with pytest.raises(BackendError, match=r"/v1/completions answered HTTP 400 before any cell") as probe:
+            backend.identity()
+        assert "chat/completions" not in str(probe.value)
+    with _PlainStub() as stub:
+        backend = OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url, chat=False,
+                                                  retry_budget_s=0.3, retry_base_delay_s=0.05))
+        with pytest.raises(BackendError, match=r"did not answer /completions") as cell:
+            backend.generate(plain)
+        assert "chat/completions" not in str(cell.value) and stub.completions >= 2
+    with OpenAIStub() as stub:  # chat=true keeps naming /chat/completions
+        backend = OpenAIBackend(OpenAIModelConfig(name=stub.model, base_url=stub.url))
+        assert backend._endpoint() == "/chat/completions"
+
+
+def test_ollama_plain_completion_names_api_generate() -> None:
+    """Ollama's model.chat=false asks /api/generate, and its retries and errors say so."""
+    from prism.backends.ollama import OllamaBackend, OllamaModelConfig
+
+    assert OllamaBackend(OllamaModelConfig(name="m", chat=False))._endpoint() == "/api/generate"
+    assert OllamaBackend(OllamaModelConfig(name="m"))._endpoint() == "/api/chat"

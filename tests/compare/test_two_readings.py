@@ -114,7 +114,7 @@ def text_of(element: Any) -> str:
 
 
 def section(tree: Any) -> Any:
-    (found,) = [s for s in tree.iter("section") if any(h.get("id") == "two-readings" for h in s.iter("h2"))]
+    (found,) = [s for s in tree.iter("section") if any(h.get("id") == "answer-readings" for h in s.iter("h2"))]
     return found
 
 
@@ -126,7 +126,7 @@ def table_rows(element: Any, kind: str) -> list[Any]:
 def test_the_report_shows_both_readings_per_model_and_condition(made: dict[str, Any]) -> None:
     result = made["both"]
     tree = parse(result.output_dir / "comparison" / "report.html")
-    assert any(a.get("href") == "#two-readings" for a in tree.iter("a"))
+    assert any(a.get("href") == "#answer-readings" for a in tree.iter("a"))
     rows = table_rows(section(tree), "readings")
     readings = result.tables["readings"].set_index(["model", "condition"])
     # Only the run with probabilities has rows, one per condition.
@@ -182,8 +182,8 @@ def test_a_comparison_without_probabilities_has_no_such_section(made: dict[str, 
     result = compare(compose_compare([f"tracking.uri={uri}", "bootstrap=20", "permutations=20",
                                       f"runs=[{text.run_id}]"]), output_dir=tmp_path / "cmp")
     tree = parse(result.output_dir / "comparison" / "report.html")
-    assert not any(h.get("id") == "two-readings" for h in tree.iter("h2"))
-    assert not any(a.get("href") == "#two-readings" for a in tree.iter("a"))
+    assert not any(h.get("id") == "answer-readings" for h in tree.iter("h2"))
+    assert not any(a.get("href") == "#answer-readings" for a in tree.iter("a"))
 
 
 def run_page(made: dict[str, Any], name: str) -> Any:
@@ -197,7 +197,7 @@ def test_the_site_shows_both_readings_as_the_logged_metrics(made: dict[str, Any]
         result = made[name]
         logged = mlflow.tracking.MlflowClient(result.tracking_uri).get_run(result.run_id).data.metrics
         tree = run_page(made, name)
-        assert any(a.get("href") == "#two-readings" for a in tree.iter("a"))
+        assert any(a.get("href") == "#answer-readings" for a in tree.iter("a"))
         rows = table_rows(section(tree), "readings")
         assert [r.get("data-condition") for r in rows] == ["P0", "P1", "P2", "P3", "P4"]
         checked = 0
@@ -229,5 +229,5 @@ def test_the_site_lists_where_the_readings_part_and_a_run_without_them_has_no_se
     page = (made["site"] / "runs" / f"{made['probs'].run_id}.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert" in page and "<script>" not in page
     text = run_page(made, "text")
-    assert not any(h.get("id") == "two-readings" for h in text.iter("h2"))
-    assert not any(a.get("href") == "#two-readings" for a in text.iter("a"))
+    assert not any(h.get("id") == "answer-readings" for h in text.iter("h2"))
+    assert not any(a.get("href") == "#answer-readings" for a in text.iter("a"))
