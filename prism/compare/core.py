@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from prism.compare.artifact_cache import ArtifactCache, load_cells
 from prism.compare.build import build_tables
 from prism.compare.evidence import ReportContext, gather_evidence
 from prism.compare.headline import headline_metrics
@@ -23,13 +24,11 @@ from prism.compare.select import (
     CompareError,
     Selection,
     choose_runs,
-    download,
     fetch_runs,
     find_mismatches,
     label_runs,
     load_condition_set,
     load_prompts,
-    load_scored,
     search_candidates,
 )
 from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_notes
@@ -42,7 +41,6 @@ from prism.run.names import (
     PARAM_COMPARED_MODELS,
     PARAM_COMPARED_RUN_IDS,
     RESPONSES_ARTIFACT,
-    SCORED_ARTIFACT,
     TAG_ALLOW_MISMATCH,
     TAG_COMPARED_RUNS,
     TAG_GIT_COMMIT,
@@ -140,19 +138,24 @@ def select(client: Any, experiment_id: str, experiment: str, uri: str, selection
     return label_runs(runs)
 
 
-def load_models(runs: Sequence[LoggedRun], uri: str | None) -> list[ModelCells]:
-    """Download each run's scored records (and prompts) through MLflow and keep the observed cells."""
+def load_models(runs: Sequence[LoggedRun], uri: str | None, cache: ArtifactCache | None = None) -> list[ModelCells]:
+    """Download each run's cells (and prompts) through MLflow, or from the cache, and keep the observed cells.
+
+    A run's ``results/cells.parquet`` is read when it logged one, else its ``results/scored.jsonl``
+    (:func:`prism.compare.artifact_cache.load_cells`).
+    """
+    cache = cache or ArtifactCache()
     models = []
     with tempfile.TemporaryDirectory(prefix="prism-compare-") as tmp:
         for run in runs:
             dst = Path(tmp) / run.run_id
-            cells = load_scored(download(run.run_id, SCORED_ARTIFACT, uri, dst))
+            cells = load_cells(run, uri, dst, cache)
             try:
-                prompts = load_prompts(download(run.run_id, RESPONSES_ARTIFACT, uri, dst))
+                prompts = load_prompts(cache.fetch(run, RESPONSES_ARTIFACT, uri, dst))
             except CompareError as exc:  # prompts only enrich the differences table
                 log.warning("%s; the differences table will lack prompt texts for it", exc)
                 prompts = {}
-            design = _condition_set(run, uri, dst)
+            design = _condition_set(run, uri, dst, cache)
             # The rebuilt set's names, when there is one: a large grid's names outgrow MLflow's param length.
             conditions = (tuple(design.names) if design is not None else run.conditions) or tuple(
                 dict.fromkeys(cells["condition"]))
@@ -178,10 +181,10 @@ def _reordered(run: LoggedRun, design: ConditionSet | None) -> tuple[str, ...]:
     return tuple(reordering_conditions(design))
 
 
-def _condition_set(run: LoggedRun, uri: str | None, dst: Path) -> ConditionSet | None:
+def _condition_set(run: LoggedRun, uri: str | None, dst: Path, cache: ArtifactCache) -> ConditionSet | None:
     """The run's condition set with its families and axes; a run without it falls back, with a warning."""
     try:
-        return load_condition_set(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
+        return load_condition_set(cache.fetch(run, CONFIG_ARTIFACT, uri, dst))
     except CompareError as exc:
         log.warning("%s; the clustered model uses the condition set's name as the family of %s, and its steps "
                     "are all tested from the baseline, with no profile", exc, run.label)
@@ -278,7 +281,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
-    models = load_models(runs, uri)
+    cache = ArtifactCache(Path(cfg.artifact_cache).expanduser() if cfg.artifact_cache else None)
+    models = load_models(runs, uri, cache)
     embed: TextEmbeddings | None = None
     embedding_params: dict[str, str] = {}
     if wants_embeddings:
@@ -291,7 +295,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
 
-    evidence = gather_evidence(client, runs, uri)  # what the report shows of each run, read through MLflow
+    evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, read through MLflow
 
     out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)

@@ -87,6 +87,9 @@ class CompareConfig:
     allow_mismatch: bool = False
     # Where tables and plots are written before upload; null: Hydra's output directory of the job.
     output_dir: str | None = None
+    # Where finished runs' artifacts are kept between comparisons (<dir>/<run id>/<artifact path>; a
+    # finished run's artifacts never change), so a run is downloaded once; null: always download.
+    artifact_cache: str | None = ".prism/artifacts"
 
     def check(self) -> None:
         """Refuse a pairing or a cap no comparison can use, before any run is read.
