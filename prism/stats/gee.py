@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -247,12 +247,40 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes:
     y = outcomes["consistent"].to_numpy(np.float64)
     if y.min() == y.max():
         state = "consistent" if y[0] == 1 else "inconsistent"
-        return _unfitted(result, f"no variation: all {y.size} responses are {state}")
+        return _untested(result, terms, f"no variation: all {y.size} responses are {state}", "no variation")
     separated = _separated_cells(outcomes, list(terms))
     if separated:
-        return _unfitted(result, "perfect separation (the logit of a cell without variation is infinite): "
-                         + "; ".join(separated))
-    return _fit(result, X, y, outcomes["cluster"].to_numpy(), terms)
+        reasons = {term: (f"perfect separation in its cells ({'; '.join(flat)})" if flat else
+                          "perfect separation in another term's cells stopped the fit")
+                   for term in terms for flat in [_flat_cells(outcomes, term)]}
+        return _untested(result, terms, "perfect separation (the logit of a cell without variation is infinite): "
+                         + "; ".join(separated), reasons)
+    fitted = _fit(result, X, y, outcomes["cluster"].to_numpy(), terms)
+    if fitted.failure is not None:
+        return _untested(fitted, terms, fitted.failure, fitted.failure.split(" (", 1)[0].split(":", 1)[0])
+    return fitted
+
+
+def _untested(result: GeeResult, terms: Mapping[str, object], failure: str,
+              reasons: str | Mapping[str, str]) -> GeeResult:
+    """The unfitted result with every planned term listed first among the dropped, with why it was not tested.
+
+    Every term the design holds keeps its row in ``gee_wald.csv`` (``dropped: <term> (not tested: ...)``), so
+    a fit that separation stops still names each term it planned, not only the reason for the whole model.
+    """
+    result = _unfitted(result, failure)
+    planned = [(term, "not tested: " + (reasons if isinstance(reasons, str) else reasons[term])) for term in terms]
+    result.dropped = [*planned, *(row for row in result.dropped if row[0] not in terms)]
+    return result
+
+
+def _flat_cells(outcomes: pd.DataFrame, term: str) -> list[str]:
+    """A term's cells whose responses are all consistent, or all inconsistent (``factor=level, ...``)."""
+    factors = term.split(":")
+    means = outcomes.groupby(factors, sort=False)["consistent"].mean()
+    flat = means[(means == 0) | (means == 1)]
+    return [", ".join(f"{f}={v}" for f, v in zip(factors, key if isinstance(key, tuple) else (key,), strict=True))
+            for key in flat.index]
 
 
 def _fit(result: GeeResult, X: NDArray[np.float64] | sparse.csr_matrix, y: NDArray[np.float64],
