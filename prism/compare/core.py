@@ -32,6 +32,7 @@ from prism.compare.select import (
     search_candidates,
 )
 from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_notes
+from prism.compare.timings import Stopwatch
 from prism.config import CompareConfig
 from prism.run.names import (
     COMPARISON_ARTIFACT_DIR,
@@ -209,15 +210,31 @@ def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     return paths
 
 
-def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext) -> list[Path]:
+def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext,
+                  watch: Stopwatch | None = None) -> list[Path]:
     """Write every file of the comparison into ``out``: the tables as CSV, the plots as PNG, the report page.
 
     Everything returned is uploaded under ``comparison/``; a new output (another table) is added here.
+    ``watch`` times the three stages (CSV, figures, page).
     """
-    from prism.compare.plots import write_plots
-    from prism.compare.report import write_report
+    watch = watch or Stopwatch()
+    with watch.stage("write CSV"):
+        files = write_tables(out, tables)
+    with watch.stage("figures"):
+        figures = _figures(out, tables)
+    files += figures
+    # The page embeds the figures and reads the tables, so it is written last.
+    with watch.stage("report page"):
+        from prism.compare.report import write_report
 
-    files = write_tables(out, tables)
+        files.append(write_report(out, tables, figures, report))
+    return files
+
+
+def _figures(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """The PNG figures the report embeds."""
+    from prism.compare.plots import write_plots
+
     # Runs on different question sets have no divergence table: the matrix then shows its diagonal only.
     divergence = tables.get("divergence", pd.DataFrame(columns=list(DIVERGENCE_COLUMNS)))
     figures = write_plots(out, tables["accuracy"], tables["sensitivity"], divergence,
@@ -227,10 +244,7 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
 
         profile = write_profile_plot(out, tables["profile"])
         figures += [profile] if profile is not None else []
-    files += figures
-    # The page embeds the figures and reads the tables, so it is written last.
-    files.append(write_report(out, tables, figures, report))
-    return files
+    return figures
 
 
 def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> ComparisonResult:
@@ -249,9 +263,11 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
             key (unless ``allow_mismatch``), or an artifact cannot be read. The message names each problem.
         TrackingError: If the tracking store cannot be used.
     """
-    import mlflow
+    watch = Stopwatch()
+    with watch.stage("import mlflow"):
+        import mlflow
 
-    from prism.run.tracking import MlflowTracker, resolve_tracking_uri
+        from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
     n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     measures = list(cfg.measures) or [DEFAULT_MEASURE]
@@ -266,7 +282,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     experiment = cfg.tracking.experiment
     uri = resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server) or mlflow.get_tracking_uri()
     client = mlflow.tracking.MlflowClient(uri)
-    runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
+    with watch.stage("select runs"):
+        runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
 
     # Runs on different question sets are compared (the paired tables pair within a set); nothing else may differ.
     mismatches = find_mismatches(runs, across_question_sets=True)
@@ -282,20 +299,24 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
     cache = ArtifactCache(Path(cfg.artifact_cache).expanduser() if cfg.artifact_cache else None)
-    models = load_models(runs, uri, cache)
+    with watch.stage("read runs' cells"):
+        models = load_models(runs, uri, cache)
     embed: TextEmbeddings | None = None
     embedding_params: dict[str, str] = {}
     if wants_embeddings:
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
-    tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
-                          power_simulations=cfg.power_simulations, embed=embed)
+    with watch.stage("tables"):
+        tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs,
+                              reference=reference, max_per_pair=max_per_pair,
+                              references=_group_references(pairs, reference, runs, selection),
+                              power_simulations=cfg.power_simulations, embed=embed)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
 
-    evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, read through MLflow
+    with watch.stage("report evidence"):
+        evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, through MLflow
 
     out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
@@ -307,7 +328,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
                                seed, allow_mismatch, tags[TAG_GIT_COMMIT], tags[TAG_VERSION],
                                notes=tuple(notes))
-        files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report)
+        files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report, watch)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
                             "power_simulations": str(cfg.power_simulations),
@@ -315,12 +336,15 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
                             "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair),
                             **embedding_params})
         tracker.log_metrics(metrics)
-        for path in files:
-            tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
+        with watch.stage("upload"):
+            for path in files:
+                tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
     except BaseException:
         tracker.end("FAILED")
         raise
     tracker.end(FINISHED)
+    if cfg.timings:
+        print("compare stages (wall seconds):\n" + "\n".join(watch.lines()), flush=True)
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
                             out, baseline, n_boot, notes, embedding_params)
 

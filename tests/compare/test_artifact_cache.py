@@ -56,15 +56,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[Path
     return root, f"sqlite:///{root}/mlflow.db", ids
 
 
-def tables(root: Path, uri: str, ids: list[str], name: str, cache: Path | None) -> dict[str, str]:
+def tables(root: Path, uri: str, ids: list[str], name: str, cache: Path | None, *extra: str) -> dict[str, str]:
     cfg = to_schema(compose("compare", [f"tracking.uri={uri}", f"runs=[{','.join(ids)}]", "bootstrap=200",
                                         "permutations=200", "power_simulations=50",
-                                        f"artifact_cache={cache if cache else 'null'}"]), CompareConfig)
+                                        f"artifact_cache={cache if cache else 'null'}", *extra]), CompareConfig)
     out = compare(cfg, output_dir=root / name).output_dir / "comparison"
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(out.glob("*.csv"))}
 
 
-def test_parquet_json_and_cache_give_the_same_tables(runs: tuple[Path, str, list[str]]) -> None:
+def test_parquet_json_and_cache_give_the_same_tables(runs: tuple[Path, str, list[str]],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     root, uri, ids = runs
     for run_id in ids:
         assert (artifact_dir(uri, run_id) / CELLS_ARTIFACT).is_file(), "today's runs log cells.parquet"
@@ -88,11 +89,16 @@ def test_parquet_json_and_cache_give_the_same_tables(runs: tuple[Path, str, list
     for run_id, where in moved.items():
         shutil.move(artifact_dir(uri, run_id), where)
     try:
-        from_cache = tables(root, uri, ids, "cached", cache)
+        from_cache = tables(root, uri, ids, "cached", cache, "timings=true")
     finally:
         for run_id, where in moved.items():
             shutil.move(where, artifact_dir(uri, run_id))
     assert from_cache == from_parquet
+    # timings=true prints each stage's wall time.
+    printed = capsys.readouterr().out
+    assert "compare stages (wall seconds):" in printed
+    for stage in ("read runs' cells", "tables", "write CSV", "figures", "report page", "total"):
+        assert f"  {stage}" in printed, printed
 
 
 def test_an_unfinished_run_is_never_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
