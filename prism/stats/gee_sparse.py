@@ -170,21 +170,31 @@ def _bias_reduced(model: _Model, beta: NDArray[np.float64], dep: float, bmat: ND
                   G: NDArray[np.float64], U: NDArray[np.float64], c: NDArray[np.float64]) -> NDArray[np.float64]:
     """``sum_i h_i h_i'`` with ``h_i = (B - B_i)^-1 g_i`` (Mancl-DeRouen by Woodbury; see the module)."""
     mu, var = model.means(beta)
-    deriv = mu * (1 - mu)
-    w = deriv / np.sqrt(var)
+    w = mu * (1 - mu) / np.sqrt(var)
     scale = 1.0 / (1.0 - dep)
-    # Rows sorted by cluster, so each cluster's rows are one slice of the design.
-    order = np.argsort(model.codes, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(model.codes, minlength=model.groups))])
-    Xw = (sparse.diags(w) @ model.X)[order].tocsr()
-    out = np.zeros((model.p, model.p))
+    # Every cluster's X_i' diag(w^2) X_i at once: entry (j, l) of cluster i sums w^2 over its rows holding both
+    # columns, so each row adds w^2 at (i, j * p + l) for every pair of its non-zero columns (a handful per row).
+    X = model.X
+    counts = np.diff(X.indptr)
+    p = model.p
+    pair_rows, pair_cols, pair_values = [], [], []
+    for size in np.unique(counts):
+        rows = np.flatnonzero(counts == size)
+        if size == 0:
+            continue
+        starts = X.indptr[rows]
+        columns = X.indices[starts[:, None] + np.arange(size)[None, :]]  # (rows, size)
+        values = X.data[starts[:, None] + np.arange(size)[None, :]] * w[rows, None]
+        pair_rows.append(np.repeat(model.codes[rows], size * size))
+        pair_cols.append((columns[:, :, None] * p + columns[:, None, :]).ravel())
+        pair_values.append((values[:, :, None] * values[:, None, :]).ravel())
+    own = sparse.csr_matrix((np.concatenate(pair_values), (np.concatenate(pair_rows), np.concatenate(pair_cols))),
+                            shape=(model.groups, p * p))
+    out = np.zeros((p, p))
     for first in range(0, model.groups, _CHUNK):
         last = min(first + _CHUNK, model.groups)
-        blocks = np.empty((last - first, model.p, model.p))
-        for j, g in enumerate(range(first, last)):
-            rows = Xw[bounds[g]:bounds[g + 1]]
-            own = np.asarray((rows.T @ rows).todense()) * scale - c[g] * np.outer(U[g], U[g])
-            blocks[j] = bmat - own
-        h = np.linalg.solve(blocks, G[first:last, :, None])[:, :, 0]
+        blocks = np.asarray(own[first:last].toarray(), dtype=np.float64).reshape(last - first, p, p) * scale
+        blocks -= c[first:last, None, None] * U[first:last, :, None] * U[first:last, None, :]
+        h = np.linalg.solve(bmat[None, :, :] - blocks, G[first:last, :, None])[:, :, 0]
         out += h.T @ h
     return out
