@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from prism.compare.artifact_cache import ArtifactCache, load_cells
 from prism.compare.build import build_tables
 from prism.compare.evidence import ReportContext, gather_evidence
 from prism.compare.headline import headline_metrics
@@ -23,16 +24,15 @@ from prism.compare.select import (
     CompareError,
     Selection,
     choose_runs,
-    download,
     fetch_runs,
     find_mismatches,
     label_runs,
     load_condition_set,
     load_prompts,
-    load_scored,
     search_candidates,
 )
 from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_notes
+from prism.compare.timings import Stopwatch
 from prism.config import CompareConfig
 from prism.run.names import (
     COMPARISON_ARTIFACT_DIR,
@@ -42,7 +42,6 @@ from prism.run.names import (
     PARAM_COMPARED_MODELS,
     PARAM_COMPARED_RUN_IDS,
     RESPONSES_ARTIFACT,
-    SCORED_ARTIFACT,
     TAG_ALLOW_MISMATCH,
     TAG_COMPARED_RUNS,
     TAG_GIT_COMMIT,
@@ -140,19 +139,24 @@ def select(client: Any, experiment_id: str, experiment: str, uri: str, selection
     return label_runs(runs)
 
 
-def load_models(runs: Sequence[LoggedRun], uri: str | None) -> list[ModelCells]:
-    """Download each run's scored records (and prompts) through MLflow and keep the observed cells."""
+def load_models(runs: Sequence[LoggedRun], uri: str | None, cache: ArtifactCache | None = None) -> list[ModelCells]:
+    """Download each run's cells (and prompts) through MLflow, or from the cache, and keep the observed cells.
+
+    A run's ``results/cells.parquet`` is read when it logged one, else its ``results/scored.jsonl``
+    (:func:`prism.compare.artifact_cache.load_cells`).
+    """
+    cache = cache or ArtifactCache()
     models = []
     with tempfile.TemporaryDirectory(prefix="prism-compare-") as tmp:
         for run in runs:
             dst = Path(tmp) / run.run_id
-            cells = load_scored(download(run.run_id, SCORED_ARTIFACT, uri, dst))
+            cells = load_cells(run, uri, dst, cache)
             try:
-                prompts = load_prompts(download(run.run_id, RESPONSES_ARTIFACT, uri, dst))
+                prompts = load_prompts(cache.fetch(run, RESPONSES_ARTIFACT, uri, dst))
             except CompareError as exc:  # prompts only enrich the differences table
                 log.warning("%s; the differences table will lack prompt texts for it", exc)
                 prompts = {}
-            design = _condition_set(run, uri, dst)
+            design = _condition_set(run, uri, dst, cache)
             # The rebuilt set's names, when there is one: a large grid's names outgrow MLflow's param length.
             conditions = (tuple(design.names) if design is not None else run.conditions) or tuple(
                 dict.fromkeys(cells["condition"]))
@@ -178,10 +182,10 @@ def _reordered(run: LoggedRun, design: ConditionSet | None) -> tuple[str, ...]:
     return tuple(reordering_conditions(design))
 
 
-def _condition_set(run: LoggedRun, uri: str | None, dst: Path) -> ConditionSet | None:
+def _condition_set(run: LoggedRun, uri: str | None, dst: Path, cache: ArtifactCache) -> ConditionSet | None:
     """The run's condition set with its families and axes; a run without it falls back, with a warning."""
     try:
-        return load_condition_set(download(run.run_id, CONFIG_ARTIFACT, uri, dst))
+        return load_condition_set(cache.fetch(run, CONFIG_ARTIFACT, uri, dst))
     except CompareError as exc:
         log.warning("%s; the clustered model uses the condition set's name as the family of %s, and its steps "
                     "are all tested from the baseline, with no profile", exc, run.label)
@@ -206,15 +210,31 @@ def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     return paths
 
 
-def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext) -> list[Path]:
+def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext,
+                  watch: Stopwatch | None = None) -> list[Path]:
     """Write every file of the comparison into ``out``: the tables as CSV, the plots as PNG, the report page.
 
     Everything returned is uploaded under ``comparison/``; a new output (another table) is added here.
+    ``watch`` times the three stages (CSV, figures, page).
     """
-    from prism.compare.plots import write_plots
-    from prism.compare.report import write_report
+    watch = watch or Stopwatch()
+    with watch.stage("write CSV"):
+        files = write_tables(out, tables)
+    with watch.stage("figures"):
+        figures = _figures(out, tables)
+    files += figures
+    # The page embeds the figures and reads the tables, so it is written last.
+    with watch.stage("report page"):
+        from prism.compare.report import write_report
 
-    files = write_tables(out, tables)
+        files.append(write_report(out, tables, figures, report))
+    return files
+
+
+def _figures(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """The PNG figures the report embeds."""
+    from prism.compare.plots import write_plots
+
     # Runs on different question sets have no divergence table: the matrix then shows its diagonal only.
     divergence = tables.get("divergence", pd.DataFrame(columns=list(DIVERGENCE_COLUMNS)))
     figures = write_plots(out, tables["accuracy"], tables["sensitivity"], divergence,
@@ -224,10 +244,7 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
 
         profile = write_profile_plot(out, tables["profile"])
         figures += [profile] if profile is not None else []
-    files += figures
-    # The page embeds the figures and reads the tables, so it is written last.
-    files.append(write_report(out, tables, figures, report))
-    return files
+    return figures
 
 
 def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> ComparisonResult:
@@ -246,9 +263,11 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
             key (unless ``allow_mismatch``), or an artifact cannot be read. The message names each problem.
         TrackingError: If the tracking store cannot be used.
     """
-    import mlflow
+    watch = Stopwatch()
+    with watch.stage("import mlflow"):
+        import mlflow
 
-    from prism.run.tracking import MlflowTracker, resolve_tracking_uri
+        from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
     n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     measures = list(cfg.measures) or [DEFAULT_MEASURE]
@@ -263,7 +282,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     experiment = cfg.tracking.experiment
     uri = resolve_tracking_uri(cfg.tracking.uri, cfg.tracking.require_server) or mlflow.get_tracking_uri()
     client = mlflow.tracking.MlflowClient(uri)
-    runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
+    with watch.stage("select runs"):
+        runs = select(client, _experiment_id(client, experiment, uri), experiment, uri, selection)
 
     # Runs on different question sets are compared (the paired tables pair within a set); nothing else may differ.
     mismatches = find_mismatches(runs, across_question_sets=True)
@@ -278,20 +298,25 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
 
     pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
-    models = load_models(runs, uri)
+    cache = ArtifactCache(Path(cfg.artifact_cache).expanduser() if cfg.artifact_cache else None)
+    with watch.stage("read runs' cells"):
+        models = load_models(runs, uri, cache)
     embed: TextEmbeddings | None = None
     embedding_params: dict[str, str] = {}
     if wants_embeddings:
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
-    tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs, reference=reference,
-                          max_per_pair=max_per_pair, references=_group_references(pairs, reference, runs, selection),
-                          power_simulations=cfg.power_simulations, embed=embed)
+    with watch.stage("tables"):
+        tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs,
+                              reference=reference, max_per_pair=max_per_pair,
+                              references=_group_references(pairs, reference, runs, selection),
+                              power_simulations=cfg.power_simulations, embed=embed)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
 
-    evidence = gather_evidence(client, runs, uri)  # what the report shows of each run, read through MLflow
+    with watch.stage("report evidence"):
+        evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, through MLflow
 
     out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
@@ -303,7 +328,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
                                seed, allow_mismatch, tags[TAG_GIT_COMMIT], tags[TAG_VERSION],
                                notes=tuple(notes))
-        files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report)
+        files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report, watch)
         tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
                             "measures": ",".join(measures), "permutations": str(permutations),
                             "power_simulations": str(cfg.power_simulations),
@@ -311,12 +336,15 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
                             "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair),
                             **embedding_params})
         tracker.log_metrics(metrics)
-        for path in files:
-            tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
+        with watch.stage("upload"):
+            for path in files:
+                tracker.log_artifact(path, COMPARISON_ARTIFACT_DIR)
     except BaseException:
         tracker.end("FAILED")
         raise
     tracker.end(FINISHED)
+    if cfg.timings:
+        print("compare stages (wall seconds):\n" + "\n".join(watch.lines()), flush=True)
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
                             out, baseline, n_boot, notes, embedding_params)
 

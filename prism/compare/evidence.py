@@ -20,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from prism.compare.artifact_cache import ArtifactCache, read_records
 from prism.compare.readings import ModelNumbers, question_estimates
-from prism.compare.select import CompareError, download
-from prism.run.names import QUESTION_METRICS_ARTIFACT, QUESTIONS_ARTIFACT, SCORED_ARTIFACT, LoggedRun
+from prism.compare.select import CompareError
+from prism.run.names import QUESTION_METRICS_ARTIFACT, QUESTIONS_ARTIFACT, LoggedRun
 from prism.stats.basics import Estimate
 
 log = logging.getLogger(__name__)
@@ -85,28 +86,31 @@ class ReportContext:
     notes: tuple[str, ...] = ()
 
 
-def gather_evidence(client: Any, runs: Sequence[LoggedRun], uri: str | None) -> list[RunEvidence]:
-    """Read each run's metrics, templates, question metrics and frozen questions through MLflow.
+def gather_evidence(client: Any, runs: Sequence[LoggedRun], uri: str | None,
+                    cache: ArtifactCache | None = None) -> list[RunEvidence]:
+    """Read each run's metrics, templates, question metrics and frozen questions through MLflow (or the cache).
 
     A missing artifact does not stop the comparison: the page says what is missing (old runs, or runs
     logged by hand, may lack one).
     """
     with tempfile.TemporaryDirectory(prefix="prism-report-") as tmp:
         return [read_evidence(run, {str(k): float(v) for k, v in client.get_run(run.run_id).data.metrics.items()},
-                              uri, Path(tmp) / run.run_id) for run in runs]
+                              uri, Path(tmp) / run.run_id, cache=cache) for run in runs]
 
 
 def read_evidence(run: LoggedRun, metrics: Mapping[str, float], uri: str | None, dst: Path,
-                  scored: bool = False, artifact_uri: str | None = None) -> RunEvidence:
+                  scored: bool = False, artifact_uri: str | None = None,
+                  cache: ArtifactCache | None = None) -> RunEvidence:
     """One run's evidence: its artifacts downloaded into ``dst`` and read (``scored``: its scored records too).
 
     ``artifact_uri`` is the run's artifact root when the caller already has it (see
     :func:`prism.compare.select.download`). What cannot be read is named in :attr:`RunEvidence.problems`
     and logged, never raised.
     """
+    kept = cache or ArtifactCache()
 
     def fetch(path: str) -> Path:
-        return download(run.run_id, path, uri, dst, artifact_uri)
+        return kept.fetch(run, path, uri, dst, artifact_uri)
 
     problems: list[str] = []
     prompts: list[tuple[str, str]] = []
@@ -128,7 +132,7 @@ def read_evidence(run: LoggedRun, metrics: Mapping[str, float], uri: str | None,
         problems.append(f"the frozen questions could not be read, so question texts are not shown ({exc})")
     if scored:
         try:
-            records = pd.DataFrame(_json_lines(fetch(SCORED_ARTIFACT)))
+            records = read_records(run, uri, dst, kept, artifact_uri)  # cells.parquet when logged
         except (CompareError, ValueError) as exc:
             problems.append(f"the scored records could not be read, so cell-level intervals and responses are not "
                             f"shown ({exc})")

@@ -337,9 +337,30 @@ def load_scored(path: Path) -> pd.DataFrame:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise CompareError(f"{path}:{number} is not valid JSON ({exc.msg})") from exc
-    frame = pd.DataFrame(records)
+    return _observed(pd.DataFrame(records), path)
+
+
+def load_scored_cells(path: Path) -> pd.DataFrame:
+    """Read a run's ``cells.parquet`` (:mod:`prism.results.cells_file`) into the cells :func:`load_scored` gives.
+
+    Only the columns a comparison uses are read.
+
+    Raises:
+        CompareError: If the file cannot be read as a cells file.
+    """
+    from prism.results.cells_file import read_cells
+
+    try:
+        frame = read_cells(path, [*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS, *OPTIONAL_COLUMNS])
+    except (OSError, ValueError) as exc:  # pyarrow's errors are OSError and ValueError subclasses
+        raise CompareError(f"cannot read the cells of {path}: {exc}") from exc
+    return _observed(frame, path)
+
+
+def _observed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The observed cells of a frame of scored records, with the columns a comparison uses."""
     missing = [c for c in SCORED_COLUMNS if c not in frame.columns]
-    if records and missing:
+    if len(frame.columns) and missing:
         raise CompareError(f"{path} lacks the scored-record fields {missing}")
     frame = frame.reindex(columns=[*SCORED_COLUMNS, *LIKELIHOOD_COLUMNS, *OPTIONAL_COLUMNS])
     frame = frame[frame["error"].isna()].drop(columns="error").reset_index(drop=True)

@@ -87,6 +87,12 @@ class CompareConfig:
     allow_mismatch: bool = False
     # Where tables and plots are written before upload; null: Hydra's output directory of the job.
     output_dir: str | None = None
+    # Where finished runs' artifacts are kept between comparisons (<dir>/<run id>/<artifact path>; a
+    # finished run's artifacts never change), so a run is downloaded once; null: always download.
+    artifact_cache: str | None = ".prism/artifacts"
+    # Print how long each stage took (selecting, reading the runs, the tables, the report's evidence, the
+    # files, the upload) when the comparison ends.
+    timings: bool = False
 
     def check(self) -> None:
         """Refuse a pairing or a cap no comparison can use, before any run is read.

@@ -22,6 +22,7 @@ from prism.label_probs import likelihood_fields
 from prism.parsing import METHODS, PARSER_VERSION, parse_response
 from prism.questions import FrozenSet
 from prism.records import RawRecord, ScoredRecord
+from prism.results.cells_file import CELLS_FILE, CellsWriter
 from prism.results.cloze_metrics import cloze_condition_table, cloze_frame, cloze_metrics, cloze_row
 from prism.results.consistency import consistency_metrics, consistency_summary, question_consistency
 from prism.results.metric_columns import MetricColumns
@@ -113,7 +114,7 @@ def _may_move_key(condition: Condition) -> bool:
 
 def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, condition_set: ConditionSet,
                   repetitions: int) -> dict[str, float]:
-    """Write ``results/`` (scored.jsonl, question and condition metrics, consistency) and return the metrics.
+    """Write ``results/`` (scored.jsonl, cells.parquet, question and condition metrics, consistency), return metrics.
 
     The scored records are written one at a time as they come; what the metrics read of each (its cell,
     answer and flags, :data:`prism.results.metric_columns.METRIC_COLUMNS`) is kept in columns, never the records.
@@ -126,10 +127,12 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
     results.mkdir(parents=True, exist_ok=True)
     columns = MetricColumns()
     cloze_rows: list[dict[str, Any]] = []  # generation.cloze=true: a few columns per cell (prism.results.cloze_metrics)
-    with (results / "scored.jsonl").open("w", encoding="utf-8") as handle:
+    # The same records as columns beside the evidence (prism.results.cells_file), written as they come.
+    with (results / "scored.jsonl").open("w", encoding="utf-8") as handle, CellsWriter(results / CELLS_FILE) as cells:
         for scored_record in scored:
             record = scored_record.to_json()
             handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            cells.add(record)
             columns.add(record)
             row = cloze_row(record) if "cloze_source" in record else None
             if row is not None:

@@ -84,6 +84,8 @@ DEMONSTRATIONS_ARTIFACT = "questions/demonstrations.jsonl"
 DEMONSTRATION_BALANCE_ARTIFACT = "results/demonstrations.csv"
 RESPONSES_ARTIFACT = "responses/responses.jsonl"
 SCORED_ARTIFACT = "results/scored.jsonl"
+# The scored records as columns (prism.results.cells_file.CELLS_FILE): read instead of scored.jsonl when present.
+CELLS_ARTIFACT = "results/cells.parquet"
 QUESTION_METRICS_ARTIFACT = "results/question_metrics.csv"
 COMPARISON_ARTIFACT_DIR = "comparison"
 REPRODUCTION_ARTIFACT_DIR = "reproduction"

@@ -23,14 +23,17 @@ non-baseline value counts: it tests whether the cells where both axes move diffe
 beyond what the two axes do alone. A penalty shared alike by every such cell (any two changes at once
 cost the same) is absorbed by the intercept and the main effects, and is not what this term detects.
 
-Library functions that compute it:
+What computes it:
 
-- ``statsmodels.genmod.generalized_estimating_equations.GEE`` with ``families.Binomial()`` (logit link)
-  and ``cov_struct.Exchangeable()``, fitted with ``cov_type="bias_reduced"``: the Mancl-DeRouen
+- the fit of ``statsmodels.genmod.generalized_estimating_equations.GEE`` with ``families.Binomial()`` (logit
+  link) and ``cov_struct.Exchangeable()``, fitted with ``cov_type="bias_reduced"``: the Mancl-DeRouen
   bias-reduced sandwich covariance, because the plain sandwich is anti-conservative with the 20-100
-  question clusters PRISM has;
-- ``GEEResults.wald_test`` on contrast matrices built here (one row per coefficient of a term), which
-  gives each effect's global Wald chi-square ``W`` and its degrees of freedom ``q``;
+  question clusters PRISM has. It is computed cluster by cluster on the sparse design
+  (:mod:`prism.stats.gee_sparse`, the same iteration and formulas; statsmodels holds two dense copies of
+  the design per cluster, the one part of a comparison quadratic in the runs), and the tests check it
+  against statsmodels' own fit to 1e-6 on every design they use;
+- each effect's global Wald chi-square ``W = b' V^-1 b`` over the term's coefficients (what
+  ``GEEResults.wald_test`` gives for the contrast selecting them) and its degrees of freedom ``q``;
 - ``scipy.stats.f.sf`` for its p-value, from Hotelling's T-squared reference rather than chi-square(q): with
   ``G`` question clusters, ``W (G - q) / (q (G - 1))`` is referred to F(q, G - q) (:func:`wald_p`). The
   sandwich is an average of ``G`` cluster score products, so a Wald statistic built on it behaves like
@@ -53,14 +56,16 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy import sparse
 
-from prism.stats.gee_design import design
+from prism.stats.gee_design import sparse_design
+from prism.stats.gee_sparse import fit_sparse_gee
 from prism.stats.power import ANALYTIC_WALD, wald_detectable
 
 log = logging.getLogger(__name__)
@@ -234,7 +239,7 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes:
                        n_responses=len(outcomes), n_clusters=int(outcomes["cluster"].nunique()) if len(outcomes) else 0)
     if outcomes.empty:
         return _unfitted(result, "no non-baseline response with a baseline answer to compare with")
-    X, terms, dropped, _ = design(outcomes, factors, max_order)
+    X, terms, dropped, _ = sparse_design(outcomes, factors, max_order)
     result.dropped = dropped
     if not terms:
         return _unfitted(result, "no term varies in the selected runs (one model, one dataset, one condition): "
@@ -242,52 +247,76 @@ def fit_consistency_gee(outcomes: pd.DataFrame, notes: Sequence[str] = (), axes:
     y = outcomes["consistent"].to_numpy(np.float64)
     if y.min() == y.max():
         state = "consistent" if y[0] == 1 else "inconsistent"
-        return _unfitted(result, f"no variation: all {y.size} responses are {state}")
+        return _untested(result, terms, f"no variation: all {y.size} responses are {state}", "no variation")
     separated = _separated_cells(outcomes, list(terms))
     if separated:
-        return _unfitted(result, "perfect separation (the logit of a cell without variation is infinite): "
-                         + "; ".join(separated))
-    return _fit(result, X, y, outcomes["cluster"].to_numpy(), terms)
+        reasons = {term: (f"perfect separation in its cells ({'; '.join(flat)})" if flat else
+                          "perfect separation in another term's cells stopped the fit")
+                   for term in terms for flat in [_flat_cells(outcomes, term)]}
+        return _untested(result, terms, "perfect separation (the logit of a cell without variation is infinite): "
+                         + "; ".join(separated), reasons)
+    fitted = _fit(result, X, y, outcomes["cluster"].to_numpy(), terms)
+    if fitted.failure is not None:
+        return _untested(fitted, terms, fitted.failure, fitted.failure.split(" (", 1)[0].split(":", 1)[0])
+    return fitted
 
 
-def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clusters: NDArray[np.object_],
-         terms: dict[str, list[int]]) -> GeeResult:
-    from statsmodels.genmod.cov_struct import Exchangeable
-    from statsmodels.genmod.families import Binomial
-    from statsmodels.genmod.generalized_estimating_equations import GEE
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
+def _untested(result: GeeResult, terms: Mapping[str, object], failure: str,
+              reasons: str | Mapping[str, str]) -> GeeResult:
+    """The unfitted result with every planned term listed first among the dropped, with why it was not tested.
 
+    Every term the design holds keeps its row in ``gee_wald.csv`` (``dropped: <term> (not tested: ...)``), so
+    a fit that separation stops still names each term it planned, not only the reason for the whole model.
+    """
+    result = _unfitted(result, failure)
+    planned = [(term, "not tested: " + (reasons if isinstance(reasons, str) else reasons[term])) for term in terms]
+    result.dropped = [*planned, *(row for row in result.dropped if row[0] not in terms)]
+    return result
+
+
+def _flat_cells(outcomes: pd.DataFrame, term: str) -> list[str]:
+    """A term's cells whose responses are all consistent, or all inconsistent (``factor=level, ...``)."""
+    factors = term.split(":")
+    means = outcomes.groupby(factors, sort=False)["consistent"].mean()
+    flat = means[(means == 0) | (means == 1)]
+    return [", ".join(f"{f}={v}" for f, v in zip(factors, key if isinstance(key, tuple) else (key,), strict=True))
+            for key in flat.index]
+
+
+def _fit(result: GeeResult, X: NDArray[np.float64] | sparse.csr_matrix, y: NDArray[np.float64],
+         clusters: NDArray[np.object_], terms: dict[str, list[int]]) -> GeeResult:
+    """Fit the model and test each term.
+
+    The fit is :func:`prism.stats.gee_sparse.fit_sparse_gee`: statsmodels' GEE on the sparse design.
+    """
     codes = pd.factorize(clusters)[0]
     n_clusters = int(codes.max()) + 1
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fit = GEE(y, X, groups=codes, family=Binomial(), cov_struct=Exchangeable()).fit(
-                cov_type="bias_reduced", start_params=glm_start(X, y))
-        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
-            return _unfitted(result, f"statsmodels could not fit it ({type(exc).__name__}: {exc})")
-    problems = [w for w in caught if issubclass(w.category, ConvergenceWarning | PerfectSeparationWarning)]
-    if problems:
-        return _unfitted(result, f"the estimating equations did not converge ({problems[0].message})")
-    fitted = np.asarray(fit.fittedvalues, dtype=np.float64)
-    params = np.asarray(fit.params, dtype=np.float64)
-    cov = np.asarray(fit.cov_params(), dtype=np.float64)
+    start: NDArray[np.float64] | str | None = glm_start(X, y)
+    if start is None:  # statsmodels' own start: the GLM by IRLS (it warns when it meets separation)
+        start = _statsmodels_glm_start(X, y)
+    if isinstance(start, str):
+        return _unfitted(result, f"the estimating equations did not converge ({start})")
+    try:
+        with np.errstate(over="ignore"):  # exp of a large linear predictor is 0 or 1 in the probabilities
+            fit = fit_sparse_gee(X, y, codes, start)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+        return _unfitted(result, f"the estimating equations could not be solved ({type(exc).__name__}: {exc})")
+    fitted, params, cov, naive = fit.fitted, fit.params, fit.cov, fit.cov_naive
     if not (np.isfinite(params).all() and np.isfinite(cov).all()):
         return _unfitted(result, "the estimates or their covariance are not finite")
     if fitted.min() < _BOUNDARY or fitted.max() > 1 - _BOUNDARY:
         return _unfitted(result, "fitted probabilities at 0 or 1 (quasi-complete separation)")
-    naive = np.asarray(fit.cov_naive, dtype=np.float64)
     rows = []
     for label, index in terms.items():
-        contrast = np.zeros((len(index), X.shape[1]))
-        contrast[np.arange(len(index)), index] = 1.0
         block = cov[np.ix_(index, index)]
         scale = float(np.diag(naive)[index].max())
         if not np.linalg.eigvalsh(block).min() > _SINGULAR * scale:
             return _unfitted(result, f"the cluster-robust covariance of the {label} coefficients is singular: the "
                                      "question clusters (nearly) all gave the same responses, so there is no "
                                      "between-question variation to estimate it from")
-        chi2 = float(fit.wald_test(contrast, scalar=True).statistic)
+        # The Wald statistic statsmodels' wald_test gives for the contrast selecting the term's coefficients.
+        estimate = params[index]
+        chi2 = float(estimate @ np.linalg.solve(block, estimate))
         try:
             p = wald_p(chi2, len(index), n_clusters)
         except ValueError as exc:
@@ -298,7 +327,26 @@ def _fit(result: GeeResult, X: NDArray[np.float64], y: NDArray[np.float64], clus
     return result
 
 
-def glm_start(X: NDArray[np.float64], y: NDArray[np.float64], max_iter: int = 100) -> NDArray[np.float64] | None:
+def _statsmodels_glm_start(X: NDArray[np.float64] | sparse.csr_matrix, y: NDArray[np.float64]) -> (
+        NDArray[np.float64] | str):
+    """Statsmodels' GLM estimates (the GEE's default start), or the warning that stopped them."""
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
+
+    dense = np.asarray(X.toarray() if sparse.issparse(X) else X, dtype=np.float64)  # type: ignore[union-attr]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            params = np.asarray(GLM(y, dense, family=Binomial()).fit().params, dtype=np.float64)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    problems = [w for w in caught if issubclass(w.category, ConvergenceWarning | PerfectSeparationWarning)]
+    return str(problems[0].message) if problems else params
+
+
+def glm_start(X: NDArray[np.float64] | sparse.csr_matrix, y: NDArray[np.float64],
+              max_iter: int = 100) -> NDArray[np.float64] | None:
     """The binomial GLM's estimates (logit link), from the counts of each distinct row of ``X``.
 
     statsmodels starts a GEE from the independence GLM, fitted by iteratively reweighted least squares on
@@ -312,12 +360,7 @@ def glm_start(X: NDArray[np.float64], y: NDArray[np.float64], max_iter: int = 10
         y: The 0/1 outcomes.
         max_iter: Newton steps before giving up.
     """
-    # The design's columns are 0/1 indicators: a row packed into bits is its pattern, 64 times shorter to sort.
-    binary = bool(((X == 0.0) | (X == 1.0)).all())
-    keys = np.packbits(X.astype(bool), axis=1) if binary else np.ascontiguousarray(X)
-    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
-    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-    patterns = X[first]
+    patterns, inverse = _patterns(X)
     n = np.bincount(inverse.ravel()).astype(np.float64)
     successes = np.bincount(inverse.ravel(), weights=y)
     beta = np.zeros(X.shape[1])
@@ -334,6 +377,27 @@ def glm_start(X: NDArray[np.float64], y: NDArray[np.float64], max_iter: int = 10
         if np.abs(step).max() < 1e-10:
             return beta
     return None
+
+
+def _patterns(X: NDArray[np.float64] | sparse.csr_matrix) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The distinct rows of ``X`` (dense) and each row's index among them."""
+    if sparse.issparse(X):
+        X = sparse.csr_matrix(X)
+        # 0/1 indicators: a row packed into bits is its pattern; packed a block of rows at a time, never all dense.
+        step = max(1, 2**22 // max(X.shape[1], 1))
+        keys = np.concatenate([np.packbits(X[i:i + step].toarray().astype(bool), axis=1)
+                               for i in range(0, X.shape[0], step)]) if X.shape[0] else np.zeros((0, 1), np.uint8)
+        if not bool(np.isin(X.data, (0.0, 1.0)).all()):
+            keys = np.ascontiguousarray(X.toarray())
+        rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
+        _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+        return np.asarray(X[first].toarray(), dtype=np.float64), inverse.ravel()
+    # The design's columns are 0/1 indicators: a row packed into bits is its pattern, 64 times shorter to sort.
+    binary = bool(((X == 0.0) | (X == 1.0)).all())
+    keys = np.packbits(X.astype(bool), axis=1) if binary else np.ascontiguousarray(X)
+    rows = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return X[first], inverse.ravel()
 
 
 def wald_p(chi2: float, df: int, clusters: int) -> float:

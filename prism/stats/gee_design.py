@@ -1,7 +1,7 @@
 """The design matrix of the clustered model: treatment-coded factors and their interactions, estimable columns only.
 
-:func:`design` builds it for :mod:`prism.stats.gee`; which columns are kept is decided on their Gram matrix as
-each is added (:class:`_Columns`), as R's ``lm`` aliases coefficients.
+:func:`sparse_design` builds it for :mod:`prism.stats.gee` (:func:`design` is its dense form); which columns are
+kept is decided on their Gram matrix as each is added, as R's ``lm`` aliases coefficients.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from itertools import combinations, product
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from scipy import sparse
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +32,24 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
 
     Terms enter in hierarchical order (intercept, main effects, two-way, three-way); a column is kept
     when it is not all zero and raises the rank of the columns kept before it (``numpy.linalg.matrix_rank``
-    of their Gram matrix), as R's ``lm`` aliases coefficients.
+    of their Gram matrix), as R's ``lm`` aliases coefficients. The dense form of :func:`sparse_design`.
 
     Returns:
         (X, columns of each fitted term, dropped (term, reason), column names).
+    """
+    X, terms, dropped, names = sparse_design(outcomes, factors, max_order)
+    return np.asarray(X.toarray(), dtype=np.float64), terms, dropped, names
+
+
+def sparse_design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -> tuple[
+        sparse.csr_matrix, dict[str, list[int]], list[tuple[str, str]], list[str]]:
+    """:func:`design` as a sparse matrix (CSR): the same columns, never a dense n x p array.
+
+    Each term's candidate columns are the indicators of its cells (treatment coding: the first level of
+    each factor in order of appearance is the reference), so a row has one non-zero per term at most.
+    Whether a candidate raises the rank is decided on the Gram matrix of the kept columns bordered by it,
+    taken from the Gram matrix of every candidate (one sparse product): its entries are whole counts,
+    exact in float64, so ``matrix_rank`` sees the very matrix a stacked dense check would.
     """
     dropped: list[tuple[str, str]] = []
     varying = []
@@ -50,80 +65,49 @@ def design(outcomes: pd.DataFrame, factors: Sequence[str], max_order: int = 3) -
             fixed = [name for name in term if name in constant]
             if fixed:
                 dropped.append((":".join(term), f"involves {', '.join(fixed)}, which has one level"))
-    coded = {name: _dummies(outcomes[name]) for name in varying}
-    # Room for every candidate column at once: most designs keep them all, so none is copied to grow the array.
-    orders = range(1, min(len(varying), max_order) + 1)
-    candidates = sum(math.prod(len(coded[name][0]) for name in term) for size in orders
-                     for term in combinations(varying, size))
-    kept_columns = _Columns(len(outcomes), capacity=1 + candidates)
+    n = len(outcomes)
+    coded: dict[str, tuple[NDArray[np.int64], list[str]]] = {}
+    for name in varying:
+        codes, uniques = pd.factorize(outcomes[name], sort=False)  # levels in order of appearance
+        coded[name] = (np.asarray(codes, dtype=np.int64), [str(level) for level in uniques])
+    rows, cols = [np.arange(n)], [np.zeros(n, dtype=np.int64)]  # the intercept
     names = ["intercept"]
-    terms: dict[str, list[int]] = {}
+    spans: list[tuple[str, int, int]] = []  # (term, first candidate column, candidates)
+    width = 1
     for size in range(1, min(len(varying), max_order) + 1):
         for term in combinations(varying, size):
-            label = ":".join(term)
-            kept, total = [], 0
-            # A term's columns one at a time (levels of the last factor varying fastest), never all at once.
-            for picks in product(*(range(len(coded[name][0])) for name in term)):
-                total += 1
-                column = np.ones(len(outcomes))
-                for name, k in zip(term, picks, strict=True):
-                    column = column * coded[name][1][:, k]
-                if not column.any():
-                    continue
-                if kept_columns.raises_rank(column):
-                    kept_columns.append(column)
-                    names.append(":".join(f"{name}={coded[name][0][k]}" for name, k in zip(term, picks, strict=True)))
-                    kept.append(kept_columns.count - 1)
-            if kept:
-                terms[label] = kept
-                if len(kept) < total:
-                    log.debug("%s: %d of %d columns estimable", label, len(kept), total)
-            else:
-                dropped.append((label, "not estimable: confounded with the terms before it in the selected runs"))
-    return kept_columns.matrix(), terms, dropped, names
-
-
-class _Columns:
-    """The design's kept columns in one growing array, with their Gram matrix kept alongside.
-
-    Whether a candidate column raises the rank is decided on the Gram matrix of the kept columns plus it,
-    bordered by one row and column (``X'c`` and ``c'c``) instead of recomputed from a stacked copy: the
-    columns are 0/1 indicators, so every entry is a whole count, exact in float64 whatever the order of
-    summation, and ``matrix_rank`` sees the very matrix the full product would give, in O(n p) per column
-    instead of O(n p^2) and without a copy of the design per candidate.
-    """
-
-    def __init__(self, n: int, capacity: int = 16) -> None:
-        self._data = np.empty((n, max(capacity, 1)), dtype=np.float64)
-        self._data[:, 0] = 1.0  # the intercept
-        self.count = 1
-        self._gram = np.array([[float(n)]])
-        self._trial = self._gram  # the bordered Gram matrix of the last column checked
-
-    def _bordered(self, column: NDArray[np.float64]) -> NDArray[np.float64]:
-        cross = column @ self._data[:, : self.count]
-        return np.block([[self._gram, cross[:, None]], [cross[None, :], np.array([[column @ column]])]])
-
-    def raises_rank(self, column: NDArray[np.float64]) -> bool:
-        """Whether ``column`` is not in the span of the kept columns (full rank of the bordered Gram matrix)."""
-        trial = self._bordered(column)
-        if bool(np.linalg.matrix_rank(trial) == self.count + 1):
-            self._trial = trial
-            return True
-        return False
-
-    def append(self, column: NDArray[np.float64]) -> None:
-        """Keep ``column`` (just checked by :meth:`raises_rank`), growing the array by doubling."""
-        if self.count == self._data.shape[1]:
-            grown = np.empty((self._data.shape[0], 2 * self.count), dtype=np.float64)
-            grown[:, : self.count] = self._data
-            self._data = grown
-        self._data[:, self.count] = column
-        self._gram = self._trial
-        self.count += 1
-
-    def matrix(self) -> NDArray[np.float64]:
-        """The kept columns as the design matrix (n, p): the array itself when every column it has room for was kept."""
-        if self.count == self._data.shape[1]:
-            return self._data
-        return np.ascontiguousarray(self._data[:, : self.count])
+            counts = [len(coded[name][1]) - 1 for name in term]
+            inside = np.ones(n, dtype=bool)
+            index = np.zeros(n, dtype=np.int64)
+            for name, count in zip(term, counts, strict=True):  # mixed radix: the last factor varies fastest
+                codes = coded[name][0]
+                inside &= codes >= 1
+                index = index * count + (codes - 1)
+            rows.append(np.flatnonzero(inside))
+            cols.append(width + index[inside])
+            total = math.prod(counts)
+            names += [":".join(f"{name}={coded[name][1][k + 1]}" for name, k in zip(term, picks, strict=True))
+                      for picks in product(*(range(count) for count in counts))]
+            spans.append((":".join(term), width, total))
+            width += total
+    row_index, col_index = np.concatenate(rows), np.concatenate(cols)
+    candidates = sparse.csc_matrix((np.ones(row_index.size), (row_index, col_index)), shape=(n, width))
+    gram = np.asarray((candidates.T @ candidates).toarray(), dtype=np.float64)
+    kept = [0]
+    terms: dict[str, list[int]] = {}
+    for label, first, total in spans:
+        own = []
+        for j in range(first, first + total):
+            if gram[j, j] == 0:  # a cell no response is in
+                continue
+            trial = gram[np.ix_([*kept, j], [*kept, j])]
+            if int(np.linalg.matrix_rank(trial)) == len(kept) + 1:
+                kept.append(j)
+                own.append(len(kept) - 1)
+        if own:
+            terms[label] = own
+            if len(own) < total:
+                log.debug("%s: %d of %d columns estimable", label, len(own), total)
+        else:
+            dropped.append((label, "not estimable: confounded with the terms before it in the selected runs"))
+    return candidates[:, kept].tocsr(), terms, dropped, [names[j] for j in kept]

@@ -232,3 +232,33 @@ def test_the_glm_start_gives_up_where_newton_cannot_converge() -> None:
     # A separated pattern (all its responses consistent) has an infinite logit: no start, statsmodels decides.
     X = np.column_stack([np.ones(6), [0, 0, 0, 1, 1, 1]]).astype(np.float64)
     assert gee.glm_start(X, np.array([0.0, 1.0, 0.0, 1.0, 1.0, 1.0])) is None
+
+
+def test_a_separated_grid_still_lists_every_planned_term_with_why_it_was_not_tested() -> None:
+    # Three questions of a labels x option_order grid: some cells have every response consistent, so the
+    # fit stops; each planned term (model, both axes, their interactions) keeps a row saying why.
+    rows = []
+    for model in ("m0", "m1"):
+        for q in range(3):
+            rows.append(("r" + model, model, "arc", f"q{q}", "base|base", "grid", "A", "base", "base"))
+            for label in ("base", "upper", "number"):
+                for order in ("base", "reversed"):
+                    if label == order == "base":
+                        continue
+                    answer = "B" if (label == "number" and q != 1) or (order == "reversed" and q == 2) else "A"
+                    rows.append(("r" + model, model, "arc", f"q{q}", f"{label}|{order}", "grid", answer, label,
+                                 order))
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "labels", "option_order"])
+    outcomes, notes = gee.consistency_outcomes(frame, "base|base", ["labels", "option_order"])
+    result = gee.fit_consistency_gee(outcomes, notes, ["labels", "option_order"])
+    assert result.failure is not None and result.failure.startswith("perfect separation")
+    table = result.table()
+    planned = ["model", "labels", "option_order", "model:labels", "model:option_order", "labels:option_order"]
+    listed = [e.split(" (", 1)[0].removeprefix("dropped: ") for e in table["effect"] if "not tested" in e]
+    assert listed == planned
+    assert table["chi2"].isna().all()
+    assert "dropped: labels:option_order (not tested: perfect separation in its cells (labels=upper, " \
+           "option_order=base))" in set(table["effect"])
+    assert "dropped: model (not tested: perfect separation in another term's cells stopped the fit)" in set(
+        table["effect"])
+    assert table["effect"].iloc[-1].startswith("not fitted: perfect separation")
