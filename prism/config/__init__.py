@@ -11,6 +11,7 @@ from prism.config.choices import (
     ANSWER_FORMATS,
     DATASET_RULES,
     DATASET_TYPES,
+    EXECUTION_KINDS,
     FILE_FORMATS,
     MAX_OPTIONS,
     MIN_OPTIONS,
@@ -24,6 +25,8 @@ from prism.config.choices import (
     DatasetRuleField,
     DatasetType,
     DatasetTypeField,
+    ExecutionKind,
+    ExecutionKindField,
     FamilyScale,
     FamilyScaleField,
     FileFormat,
@@ -51,6 +54,9 @@ from prism.config.dataset import (
     DatasetConfig,
     DatasetFields,
     DemonstrationsConfig,
+)
+from prism.config.execution import (
+    ExecutionConfig,
 )
 from prism.config.experiment import (
     BudgetConfig,
@@ -84,6 +90,7 @@ __all__ = [
     "ANSWER_FORMATS",
     "DATASET_RULES",
     "DATASET_TYPES",
+    "EXECUTION_KINDS",
     "FILE_FORMATS",
     "MAX_OPTIONS",
     "MIN_OPTIONS",
@@ -108,6 +115,9 @@ __all__ = [
     "DatasetType",
     "DatasetTypeField",
     "DemonstrationsConfig",
+    "ExecutionConfig",
+    "ExecutionKind",
+    "ExecutionKindField",
     "FamilyScale",
     "FamilyScaleField",
     "FamilySpec",

@@ -17,6 +17,7 @@ FamilyScale = Literal["nominal", "ordinal", "numeric"]
 ComparePairs = Literal["reference", "all"]
 ClozeTarget = Literal["label", "text"]
 PlanEffectKind = Literal["shift", "accuracy", "interaction"]
+ExecutionKind = Literal["local", "ray"]
 if TYPE_CHECKING:
     AnswerFormatField = AnswerFormat
     DatasetTypeField = DatasetType
@@ -26,15 +27,18 @@ if TYPE_CHECKING:
     ComparePairsField = ComparePairs
     ClozeTargetField = ClozeTarget
     PlanEffectKindField = PlanEffectKind
+    ExecutionKindField = ExecutionKind
 else:
     AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
     FamilyScaleField = ComparePairsField = ClozeTargetField = PlanEffectKindField = str
+    ExecutionKindField = str
 
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
 # File formats ``datasets`` reads, by the name ``dataset.format`` takes and by suffix.
 FILE_FORMATS: dict[FileFormat, str] = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}
 DATASET_RULES: tuple[DatasetRule, ...] = get_args(DatasetRule)
+EXECUTION_KINDS: tuple[ExecutionKind, ...] = get_args(ExecutionKind)
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 
 

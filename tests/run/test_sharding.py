@@ -1,0 +1,259 @@
+"""execution=ray: one run's cells on Ray actors, merged into one store, one responses.jsonl and one MLflow run.
+
+Every test shares one local Ray instance (a start costs seconds), started in this process with this checkout on
+the workers' PYTHONPATH, so the actors import the prism under test. Runs that are killed go through
+``python -m prism`` in a child process, which starts a Ray instance of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT, compose_config, run_overrides
+
+from prism.questions import freeze_question_set
+from prism.run.names import TAG_EXECUTION
+from prism.run.pipeline import run
+from prism.run.sharding import ExecutionError, merge_shards
+from prism.run.store import CompletionStore
+
+ray = pytest.importorskip("ray", reason="execution=ray needs the ray extra: pip install -e '.[ray]'")
+
+pytestmark = pytest.mark.scaleout
+
+CONDITIONS = ("P0", "P1", "P2", "P3", "P4")
+# What may differ between a local and a sharded run's records of one cell: when and how fast it was answered,
+# whether it came from the store, and which server answered it.
+VOLATILE = ("cached", "timestamp", "latency_s", "endpoint")
+
+
+@pytest.fixture(scope="module")
+def ray_instance() -> Iterator[None]:
+    """One local Ray instance (2 CPUs) for the module; the workers import this checkout's prism."""
+    # Ray's unix sockets live under its temp dir and their paths must stay under ~107 bytes.
+    temp = tempfile.mkdtemp(prefix="ray-")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, logging_level="WARNING",
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def replay_file(workdir: Path, data_dir: Path, n: int, answer: str = "B") -> Path:
+    """A replay file answering every cell of the first ``n`` frozen questions (one cell fails, as evidence)."""
+    frozen = freeze_question_set("arc_challenge", "test", n, 0, data_dir, workdir / "frozen")
+    lines = []
+    for q in frozen.questions:
+        for c in CONDITIONS:
+            line: dict[str, Any] = {"question_id": q.question_id, "condition": c}
+            if q is frozen.questions[-1] and c == "P4":
+                line["error"] = "connection reset"
+            else:
+                line["response"] = f"The answer is {q.answer if c != 'P2' else answer}"
+            lines.append(line)
+    path = workdir / "replay.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def stable(path: Path) -> list[dict[str, Any]]:
+    """A JSONL file's records without the fields that may differ between two runs of one cell, sorted."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in records),
+                  key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def store_rows(path: Path) -> dict[str, str]:
+    """key -> stored record text of every completion in a store."""
+    db = sqlite3.connect(path)
+    try:
+        return dict(db.execute("SELECT key, record FROM completions"))
+    finally:
+        db.close()
+
+
+def strip_volatile(record_text: str) -> dict[str, Any]:
+    return {k: v for k, v in json.loads(record_text).items() if k not in VOLATILE}
+
+
+def test_sharded_replay_run_equals_the_local_run(ray_instance: None, workdir: Path, data_dir: Path) -> None:
+    import mlflow
+
+    replay = replay_file(workdir, data_dir, 6)
+    base = [*run_overrides(workdir, data_dir), "model=replay", f"model.path={replay}", "model.name=scripted",
+            "dataset.n=6"]
+    local = run(compose_config([*base, f"store.path={workdir}/local.sqlite"]), output_dir=workdir / "local")
+    sharded = run(compose_config([*base, f"store.path={workdir}/ray.sqlite", "execution=ray",
+                                  "execution.workers=2", "execution.batch=4"]), output_dir=workdir / "ray")
+    assert (sharded.n_fresh, sharded.n_cached) == (local.n_fresh, local.n_cached) == (30, 0)
+    # The same raw and scored records, apart from the volatile fields.
+    for name in ("responses/responses.jsonl", "results/scored.jsonl"):
+        assert stable(workdir / "ray" / name) == stable(workdir / "local" / name), name
+    assert sharded.metrics == local.metrics
+    # The merged store holds what the local store holds (the failed cell in neither), and no shard is left.
+    local_rows, ray_rows = store_rows(workdir / "local.sqlite"), store_rows(workdir / "ray.sqlite")
+    assert len(ray_rows) == 29
+    assert {k: strip_volatile(v) for k, v in ray_rows.items()} == {k: strip_volatile(v) for k, v in local_rows.items()}
+    assert not list((workdir / "ray.sqlite.shards").glob("*.sqlite"))
+    # One MLflow run each, with the same params and artifacts; the sharded one says how it ran.
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    ran_local, ran_ray = client.get_run(local.run_id), client.get_run(sharded.run_id)
+    assert ran_ray.info.status == "FINISHED"
+    # Only the store path differs (each run has its own store here); execution is not a param.
+    assert ran_ray.data.params.pop("store.path") != ran_local.data.params.pop("store.path")
+    assert ran_ray.data.params == ran_local.data.params
+    assert ran_ray.data.tags[TAG_EXECUTION] == "ray workers=2 address=local"
+    assert TAG_EXECUTION not in ran_local.data.tags
+
+    def artifacts(run_id: str) -> list[str]:
+        return sorted(f"{d.path}/{f.path.split('/')[-1]}" for d in client.list_artifacts(run_id)
+                      for f in client.list_artifacts(run_id, d.path))
+
+    assert artifacts(sharded.run_id) == artifacts(local.run_id)
+    # A rerun, sharded, asks nothing: every cell but the failed one comes from the merged store.
+    again = run(compose_config([*base, f"store.path={workdir}/ray.sqlite", "execution=ray"]),
+                output_dir=workdir / "again")
+    assert (again.n_cached, again.n_fresh) == (29, 1)
+
+
+def test_each_actor_owns_a_shard_that_is_merged_once(workdir: Path) -> None:
+    # Two shards holding one common cell and one each: the store gets three completions, and the shards go.
+    from prism.run.store import CompletionStore as Store
+
+    shards = workdir / "store.sqlite.shards"
+    shards.mkdir()
+    for name, keys in (("a-w0", ["k1", "k2"]), ("a-w1", ["k2", "k3"])):
+        shard = Store(shards / f"{name}.sqlite")
+        for key in keys:
+            shard.put(key, backend="replay", digest="d", prompt_sha256="p", generation={}, repetition=0,
+                      record={"response": key}, run_id="r", created_at="t")
+        shard.close()
+    store = CompletionStore(workdir / "store.sqlite")
+    try:
+        assert merge_shards(store, shards) == 3
+        assert store.count() == 3
+        assert merge_shards(store, shards) == 0
+    finally:
+        store.close()
+    assert not list(shards.iterdir())
+
+
+def test_unreachable_address_is_a_clear_error_before_any_request(workdir: Path, data_dir: Path) -> None:
+    # A process of its own: this module's Ray instance would otherwise be reused.
+    from backends.llama_server import free_port
+
+    replay = replay_file(workdir, data_dir, 2)
+    port = free_port()
+    done = subprocess.run(prism_command(workdir, data_dir, "model=replay", f"model.path={replay}", "dataset.n=2",
+                                        f"execution.address=127.0.0.1:{port}", f"output_dir={workdir}/out"),
+                          cwd=workdir, env=child_env(), text=True, capture_output=True, timeout=300)
+    assert done.returncode != 0
+    assert f"execution.address=127.0.0.1:{port}: no Ray cluster answers there" in done.stderr
+    assert f"ray start --head --port={port}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (workdir / "out" / "responses").exists()  # nothing asked
+
+
+def test_a_worker_that_cannot_load_the_model_stops_the_run_before_inference(ray_instance: None, workdir: Path,
+                                                                             data_dir: Path) -> None:
+    # The driver's replay file exists; on the workers model.path names a file they do not have.
+    replay = replay_file(workdir, data_dir, 2)
+    cfg = compose_config([*run_overrides(workdir, data_dir), "model=replay", f"model.path={replay}", "dataset.n=2",
+                          "execution=ray"])
+    cfg.execution.start_timeout_s = 60
+    moved = replay.with_name("elsewhere.jsonl")
+
+    import prism.run.sharding as sharding
+
+    original = sharding.actor_model
+
+    def missing_on_workers(model: Any, index: int, workers: int) -> Any:
+        from dataclasses import replace
+
+        return replace(original(model, index, workers), path=str(moved))
+
+    sharding.actor_model = missing_on_workers
+    try:
+        with pytest.raises(ExecutionError, match=r"Ray worker \d could not start its backend .*does not exist"):
+            run(cfg, output_dir=workdir / "out")
+    finally:
+        sharding.actor_model = original
+    assert not (workdir / "out" / "responses").exists()
+
+
+def test_a_worker_whose_shard_cannot_be_written_stops_the_run_before_inference(ray_instance: None, workdir: Path,
+                                                                                data_dir: Path) -> None:
+    replay = replay_file(workdir, data_dir, 2)
+    blocked = workdir / "not-a-dir"
+    blocked.write_text("a file where the shard directory should be")
+    cfg = compose_config([*run_overrides(workdir, data_dir), "model=replay", f"model.path={replay}", "dataset.n=2",
+                          "execution=ray", f"execution.shard_dir={blocked}"])
+    with pytest.raises(ExecutionError, match=r"Ray worker \d could not start its backend or its shard store"):
+        run(cfg, output_dir=workdir / "out")
+    assert not (workdir / "out" / "responses").exists()
+
+
+def test_resources_no_node_has_are_a_clear_error(ray_instance: None, workdir: Path, data_dir: Path) -> None:
+    replay = replay_file(workdir, data_dir, 2)
+    cfg = compose_config([*run_overrides(workdir, data_dir), "model=replay", f"model.path={replay}", "dataset.n=2",
+                          "execution=ray", "+execution.resources={ollama: 1}", "execution.start_timeout_s=3"])
+    with pytest.raises(ExecutionError, match=r"did not start within execution.start_timeout_s=3.*'ollama': 1"):
+        run(cfg, output_dir=workdir / "out")
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("execution.workers=0", "execution.workers=0 cannot be used"),
+    ("execution.kind=slurm", "execution.kind='slurm' is not known; use one of: local, ray"),
+    ("execution.batch=0", "execution.batch=0 cannot be used"),
+])
+def test_bad_execution_settings_are_refused_by_name(workdir: Path, data_dir: Path, override: str,
+                                                    message: str) -> None:
+    from prism.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        compose_config([*run_overrides(workdir, data_dir), "execution=ray", override])
+
+
+# --- faults: SIGKILL mid-run ----------------------------------------------------------------------------------
+
+
+def prism_command(workdir: Path, data_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "prism", *run_overrides(workdir, data_dir), "execution=ray", *extra]
+
+
+def child_env() -> dict[str, str]:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def stored(path: Path) -> int:
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        (n,) = db.execute("SELECT COUNT(*) FROM completions").fetchone()
+        return int(n)
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+
+
+def in_shards(directory: Path) -> int:
+    return sum(stored(p) for p in directory.glob("*.sqlite"))
