@@ -28,8 +28,8 @@ class ExecutionConfig:
     address: str | None = None
     # CPUs Ray reserves for each actor (an embedded model: its model.n_threads; a remote client: 1 or less).
     num_cpus: float = 1.0
-    # Custom resources each actor needs, as in the Ray launcher: {ollama: 1} places actors only on nodes
-    # started with ray start --resources='{"ollama": 1}'.
+    # Custom resources each actor needs, as in the Ray launcher: '+execution.resources={ollama: 1}' places actors
+    # only on nodes started with ray start --resources='{"ollama": 1}' (Hydra adds keys to a dict with +).
     resources: dict[str, float] = field(default_factory=dict)
     # Cells sent to an actor per message; each actor holds at most its backend's concurrency plus two batches.
     batch: int = 32
@@ -38,8 +38,8 @@ class ExecutionConfig:
     shard_dir: str | None = None
     # Seconds to wait for every actor to be placed and to load its model before the run stops with an error.
     start_timeout_s: float = 120.0
-    # Extra keyword arguments for ray.init when a local instance is started (num_cpus, _temp_dir,
-    # include_dashboard, ...), as hydra.launcher.ray.init.
+    # Extra keyword arguments for ray.init, as hydra.launcher.ray.init: '+execution.init={num_cpus: 2}' (a local
+    # instance's CPUs), _temp_dir, include_dashboard, runtime_env, ...
     init: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:

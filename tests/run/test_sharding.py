@@ -7,8 +7,10 @@ the workers' PYTHONPATH, so the actors import the prism under test. Runs that ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -160,7 +162,7 @@ def test_unreachable_address_is_a_clear_error_before_any_request(workdir: Path, 
     replay = replay_file(workdir, data_dir, 2)
     port = free_port()
     done = subprocess.run(prism_command(workdir, data_dir, "model=replay", f"model.path={replay}", "dataset.n=2",
-                                        f"execution.address=127.0.0.1:{port}", f"output_dir={workdir}/out"),
+                                        f"execution.address=127.0.0.1:{port}", f"hydra.run.dir={workdir}/out"),
                           cwd=workdir, env=child_env(), text=True, capture_output=True, timeout=300)
     assert done.returncode != 0
     assert f"execution.address=127.0.0.1:{port}: no Ray cluster answers there" in done.stderr
@@ -257,3 +259,121 @@ def stored(path: Path) -> int:
 
 def in_shards(directory: Path) -> int:
     return sum(stored(p) for p in directory.glob("*.sqlite"))
+
+
+def store_keys(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return {key for (key,) in db.execute("SELECT key FROM completions")}
+    except sqlite3.OperationalError:  # a store being created this moment has no table yet
+        return set()
+    finally:
+        db.close()
+
+
+def answered_anywhere(workdir: Path) -> set[str]:
+    """The keys the run's store and every shard left on disk hold."""
+    keys = store_keys(workdir / "store.sqlite")
+    for shard in (workdir / "store.sqlite.shards").glob("*.sqlite"):
+        keys |= store_keys(shard)
+    return keys
+
+
+ASKING = re.compile(r"(\d+) responses from the store, (\d+) new\.")
+N_FAULT = 16  # 80 cells
+
+
+@pytest.fixture
+def slow_server() -> Iterator[Any]:
+    """An OpenAI-compatible stand-in at 0.1 s a request, in a process of its own."""
+    from backends.standin_process import StandIn
+
+    with StandIn("openai", delay_s=0.1) as server:
+        yield server
+
+
+def fault_command(workdir: Path, data_dir: Path, server: Any, out: str) -> list[str]:
+    ray_temp = tempfile.mkdtemp(prefix="ray-")  # a short path for Ray's sockets (and its own instance)
+    return prism_command(workdir, data_dir, "model=openai", f"model.base_url={server.url}", "model.name=stub-model",
+                         "model.concurrency=2", f"dataset.n={N_FAULT}", "execution.batch=2",
+                         f"+execution.init={{num_cpus:2,_temp_dir:{ray_temp}}}", f"hydra.run.dir={workdir}/{out}")
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def rerun_asks_only_the_missing(workdir: Path, data_dir: Path, server: Any) -> None:
+    """After a kill: the same command asks for exactly the cells neither the store nor a shard holds."""
+    from prism.run.sharding import _held
+
+    # A killed driver's actors die with its job a moment later (answering into their shards until then).
+    wait_for(lambda: not any(_held(p) for p in (workdir / "store.sqlite.shards").glob("*.sqlite")), 120,
+             "the actors of the killed run to end")
+    held = answered_anywhere(workdir)
+    total = N_FAULT * len(CONDITIONS)
+    assert 0 < len(held) < total
+    done = subprocess.run(fault_command(workdir, data_dir, server, "again"), cwd=workdir, env=child_env(), text=True,
+                          capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = ASKING.search(done.stdout)
+    assert found is not None, done.stdout[-4000:]
+    from_store, asked = map(int, found.groups())
+    assert (from_store, asked) == (len(held), total - len(held))
+    assert len(store_keys(workdir / "store.sqlite")) == total
+    assert not list((workdir / "store.sqlite.shards").glob("*.sqlite"))  # merged, then removed
+    responses = (workdir / "again" / "responses" / "responses.jsonl").read_text().splitlines()
+    assert len(responses) == total
+
+
+def test_sigkill_of_the_driver_loses_nothing_and_the_rerun_asks_only_the_missing(
+        workdir: Path, data_dir: Path, slow_server: Any) -> None:
+    driver = subprocess.Popen(fault_command(workdir, data_dir, slow_server, "killed"), cwd=workdir, env=child_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: len(answered_anywhere(workdir)) >= 10 or driver.poll() is not None, 300, "10 answers")
+        assert driver.poll() is None, "the run ended before it could be killed"
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        kill_ray_left_by(driver.pid)
+    rerun_asks_only_the_missing(workdir, data_dir, slow_server)
+
+
+def test_sigkill_of_an_actor_fails_the_run_clearly_and_the_rerun_asks_only_the_missing(
+        workdir: Path, data_dir: Path, slow_server: Any) -> None:
+    log_path = workdir / "driver.log"
+    with log_path.open("w") as log_file:
+        driver = subprocess.Popen(fault_command(workdir, data_dir, slow_server, "killed"), cwd=workdir,
+                                  env=child_env(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for(lambda: "worker(s) ready" in log_path.read_text() or driver.poll() is not None, 300,
+                     "the workers to start")
+            ready = re.search(r"worker 1 \(pid (\d+) on", log_path.read_text())
+            assert ready is not None, log_path.read_text()[-3000:]
+            wait_for(lambda: len(answered_anywhere(workdir)) >= 10 or driver.poll() is not None, 300, "10 answers")
+            os.kill(int(ready.group(1)), signal.SIGKILL)
+            code = driver.wait(timeout=300)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+            kill_ray_left_by(driver.pid)
+    output = log_path.read_text()
+    assert code != 0, output[-3000:]
+    assert re.search(r"worker 1 \(pid \d+ on \S+\) died mid-run", output), output[-3000:]
+    assert "run the same command again and it asks only for the cells no shard holds" in output
+    rerun_asks_only_the_missing(workdir, data_dir, slow_server)
+
+
+def kill_ray_left_by(pid: int) -> None:
+    """End the Ray processes the killed driver started (its session: start_new_session), if any outlive it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
