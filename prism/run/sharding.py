@@ -398,20 +398,25 @@ class RayExecution:
         Raises:
             ExecutionError: Naming the worker and what it could not do.
         """
-        execution = cfg.execution
+        return cls.launch(cfg.execution, cfg.model, shard_directory(cfg) if store is not None else None,
+                          cfg.store.sync_interval_s, identity, store)
+
+    @classmethod
+    def launch(cls, execution: ExecutionConfig, model: ModelConfig, shards: Path | None, sync_interval_s: float,
+               identity: ModelIdentity, store: CompletionStore | None) -> RayExecution:
+        """:meth:`start` from its parts (the benchmark's way in): shard stores in ``shards``, or none."""
         owned = connect(execution)
         ray = _import_ray()
         actor_class = ray.remote(num_cpus=execution.num_cpus, resources=dict(execution.resources) or None,
                                  max_concurrency=4)(ShardWorker)
         run_token = uuid.uuid4().hex[:12]
-        directory = shard_directory(cfg)
         actors = [actor_class.options(name=f"prism-shard-{run_token}-{i}").remote()
                   for i in range(execution.workers)]
         execution_ = cls(ray, actors, [], execution, store, owned)
         try:
-            refs = [actor.start.remote(i, actor_model(cfg.model, i, execution.workers),
-                                       str(directory / f"{run_token}-w{i}{SHARD_SUFFIX}") if store is not None
-                                       else None, cfg.store.sync_interval_s)
+            refs = [actor.start.remote(i, actor_model(model, i, execution.workers),
+                                       str(shards / f"{run_token}-w{i}{SHARD_SUFFIX}") if shards is not None
+                                       else None, sync_interval_s)
                     for i, actor in enumerate(actors)]
             execution_.workers = execution_._started(refs, identity, execution)
         except BaseException:
