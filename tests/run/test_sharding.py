@@ -133,6 +133,23 @@ def test_sharded_replay_run_equals_the_local_run(ray_instance: None, workdir: Pa
     assert (again.n_cached, again.n_fresh) == (29, 1)
 
 
+@pytest.mark.model
+def test_sharded_smollm2_run_equals_the_local_run(ray_instance: None, workdir: Path, data_dir: Path) -> None:
+    # The embedded model, loaded once per actor (2 actors, one thread each), against this process alone.
+    base = [*run_overrides(workdir, data_dir), "dataset.n=3", "model.n_threads=1"]
+    local = run(compose_config([*base, f"store.path={workdir}/local.sqlite"]), output_dir=workdir / "local")
+    sharded = run(compose_config([*base, f"store.path={workdir}/ray.sqlite", "execution=ray", "execution.batch=2"]),
+                  output_dir=workdir / "ray")
+    assert (sharded.n_fresh, local.n_fresh) == (15, 15)
+    for name in ("responses/responses.jsonl", "results/scored.jsonl"):
+        assert stable(workdir / "ray" / name) == stable(workdir / "local" / name), name
+    assert {k: v for k, v in sharded.metrics.items()} == pytest.approx(local.metrics, nan_ok=True)
+    ray_rows = store_rows(workdir / "ray.sqlite")
+    assert {k: strip_volatile(v) for k, v in ray_rows.items()} == {
+        k: strip_volatile(v) for k, v in store_rows(workdir / "local.sqlite").items()}
+    assert len(ray_rows) == 15
+
+
 def test_each_actor_owns_a_shard_that_is_merged_once(workdir: Path) -> None:
     # Two shards holding one common cell and one each: the store gets three completions, and the shards go.
     from prism.run.store import CompletionStore as Store
