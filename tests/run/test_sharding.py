@@ -326,7 +326,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def rerun_asks_only_the_missing(workdir: Path, data_dir: Path, server: Any) -> None:
+def rerun_asks_only_the_missing(workdir: Path, data_dir: Path, server: Any, record_property: Any) -> None:
     """After a kill: the same command asks for exactly the cells neither the store nor a shard holds."""
     from prism.run.sharding import _held
 
@@ -343,14 +343,18 @@ def rerun_asks_only_the_missing(workdir: Path, data_dir: Path, server: Any) -> N
     assert found is not None, done.stdout[-4000:]
     from_store, asked = map(int, found.groups())
     assert (from_store, asked) == (len(held), total - len(held))
+    record_property("cells", total)
+    record_property("held_after_kill", len(held))
+    record_property("asked_again", asked)
     assert len(store_keys(workdir / "store.sqlite")) == total
     assert not list((workdir / "store.sqlite.shards").glob("*.sqlite"))  # merged, then removed
     responses = (workdir / "again" / "responses" / "responses.jsonl").read_text().splitlines()
     assert len(responses) == total
+    record_property("lost", total - len(store_keys(workdir / "store.sqlite")))
 
 
 def test_sigkill_of_the_driver_loses_nothing_and_the_rerun_asks_only_the_missing(
-        workdir: Path, data_dir: Path, slow_server: Any) -> None:
+        workdir: Path, data_dir: Path, slow_server: Any, record_property: Any) -> None:
     driver = subprocess.Popen(fault_command(workdir, data_dir, slow_server, "killed"), cwd=workdir, env=child_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -362,11 +366,11 @@ def test_sigkill_of_the_driver_loses_nothing_and_the_rerun_asks_only_the_missing
         if driver.poll() is None:
             driver.kill()
         kill_ray_left_by(driver.pid)
-    rerun_asks_only_the_missing(workdir, data_dir, slow_server)
+    rerun_asks_only_the_missing(workdir, data_dir, slow_server, record_property)
 
 
 def test_sigkill_of_an_actor_fails_the_run_clearly_and_the_rerun_asks_only_the_missing(
-        workdir: Path, data_dir: Path, slow_server: Any) -> None:
+        workdir: Path, data_dir: Path, slow_server: Any, record_property: Any) -> None:
     log_path = workdir / "driver.log"
     with log_path.open("w") as log_file:
         driver = subprocess.Popen(fault_command(workdir, data_dir, slow_server, "killed"), cwd=workdir,
@@ -387,7 +391,7 @@ def test_sigkill_of_an_actor_fails_the_run_clearly_and_the_rerun_asks_only_the_m
     assert code != 0, output[-3000:]
     assert re.search(r"worker 1 \(pid \d+ on \S+\) died mid-run", output), output[-3000:]
     assert "run the same command again and it asks only for the cells no shard holds" in output
-    rerun_asks_only_the_missing(workdir, data_dir, slow_server)
+    rerun_asks_only_the_missing(workdir, data_dir, slow_server, record_property)
 
 
 def kill_ray_left_by(pid: int) -> None:
