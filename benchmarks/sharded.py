@@ -179,8 +179,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _end_cluster(temp: str) -> None:
-    """End the processes of the cluster this benchmark started (their command lines name its temp dir)."""
+def _end_cluster(temp: str, gcs: str) -> None:
+    """End the processes of the cluster this benchmark started: their command lines name its temp dir or its GCS."""
     import signal
 
     for pid in _pids():
@@ -188,7 +188,7 @@ def _end_cluster(temp: str) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if temp in cmdline and pid != os.getpid():
+        if (temp in cmdline or f"{gcs}\x00" in cmdline or f"={gcs}" in cmdline) and pid != os.getpid():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -235,7 +235,7 @@ def part_two(ctx: Context) -> tuple[list[str], dict[str, float]]:
         nodes = subprocess.run([_ray_cli(), "status", f"--address=127.0.0.1:{port}"], env=env, text=True,
                                capture_output=True, timeout=120).stdout
     finally:
-        _end_cluster(temp)
+        _end_cluster(temp, f"127.0.0.1:{port}")
         shutil.rmtree(temp, ignore_errors=True)
     for name, timed in (("local", local), ("ray", clustered)):
         if _counts(timed.stdout) != (0, cells):
