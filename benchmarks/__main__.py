@@ -36,6 +36,7 @@ BENCHMARKS = {
     "run_scale": "benchmarks.run_scale",
     "request_order": "benchmarks.request_order",
     "pools": "benchmarks.pools",
+    "sharded": "benchmarks.sharded",
     "plan": "benchmarks.plan_power",
     "import_logs": "benchmarks.import_logs",
     "cloze_cost": "benchmarks.cloze_cost",

@@ -11,6 +11,7 @@ from prism.config.choices import (
     ANSWER_FORMATS,
     DATASET_RULES,
     DATASET_TYPES,
+    EXECUTION_KINDS,
     FILE_FORMATS,
     IMPORT_FORMATS,
     MAX_OPTIONS,
@@ -25,6 +26,8 @@ from prism.config.choices import (
     DatasetRuleField,
     DatasetType,
     DatasetTypeField,
+    ExecutionKind,
+    ExecutionKindField,
     FamilyScale,
     FamilyScaleField,
     FileFormat,
@@ -54,6 +57,9 @@ from prism.config.dataset import (
     DatasetConfig,
     DatasetFields,
     DemonstrationsConfig,
+)
+from prism.config.execution import (
+    ExecutionConfig,
 )
 from prism.config.experiment import (
     BudgetConfig,
@@ -92,6 +98,7 @@ __all__ = [
     "ANSWER_FORMATS",
     "DATASET_RULES",
     "DATASET_TYPES",
+    "EXECUTION_KINDS",
     "FILE_FORMATS",
     "IMPORT_FORMATS",
     "MAX_OPTIONS",
@@ -117,6 +124,9 @@ __all__ = [
     "DatasetType",
     "DatasetTypeField",
     "DemonstrationsConfig",
+    "ExecutionConfig",
+    "ExecutionKind",
+    "ExecutionKindField",
     "ExportConfig",
     "FamilyScale",
     "FamilyScaleField",

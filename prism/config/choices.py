@@ -19,6 +19,7 @@ ClozeTarget = Literal["label", "text"]
 PlanEffectKind = Literal["shift", "accuracy", "interaction"]
 # The log formats prism-import reads: an lm-evaluation-harness sample log, an inspect_ai eval log.
 ImportFormat = Literal["lm_eval", "inspect"]
+ExecutionKind = Literal["local", "ray"]
 if TYPE_CHECKING:
     AnswerFormatField = AnswerFormat
     DatasetTypeField = DatasetType
@@ -29,10 +30,11 @@ if TYPE_CHECKING:
     ClozeTargetField = ClozeTarget
     PlanEffectKindField = PlanEffectKind
     ImportFormatField = ImportFormat
+    ExecutionKindField = ExecutionKind
 else:
     AnswerFormatField = DatasetTypeField = FileFormatField = DatasetRuleField = str
     FamilyScaleField = ComparePairsField = ClozeTargetField = PlanEffectKindField = str
-    ImportFormatField = str
+    ImportFormatField = ExecutionKindField = str
 
 ANSWER_FORMATS: tuple[AnswerFormat, ...] = get_args(AnswerFormat)
 DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
@@ -40,6 +42,7 @@ DATASET_TYPES: tuple[DatasetType, ...] = get_args(DatasetType)
 FILE_FORMATS: dict[FileFormat, str] = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}
 DATASET_RULES: tuple[DatasetRule, ...] = get_args(DatasetRule)
 IMPORT_FORMATS: tuple[ImportFormat, ...] = get_args(ImportFormat)
+EXECUTION_KINDS: tuple[ExecutionKind, ...] = get_args(ExecutionKind)
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 
 

@@ -10,6 +10,7 @@ from omegaconf import MISSING
 
 from prism.config.conditions import ConditionsConfig
 from prism.config.dataset import DatasetConfig
+from prism.config.execution import ExecutionConfig
 from prism.config.generation import GenerationConfig
 from prism.config.model import ModelConfig, PricingConfig
 from prism.errors import ConfigError
@@ -99,6 +100,8 @@ class PrismConfig:
     # no request to the model server, no MLflow run.
     dry_run: bool = False
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    # Where the cells are asked: this process (execution=local) or Ray actors (execution=ray).
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
 
     def check(self) -> None:
         """Check every group once, when the config is built (:func:`to_schema`): nothing is asked before.
@@ -114,6 +117,7 @@ class PrismConfig:
         self.generation.check()
         self.store.check()
         self.budget.check(self.model.pricing)
+        self.execution.check()
 
     def resolved(self) -> dict[str, Any]:
         """The experiment as its ``config/resolved.yaml`` and MLflow params record it: each group's fields, nested.

@@ -208,20 +208,36 @@ def ask_each(
         The raw records, in arrival order.
     """
     for cell, completion in dispatch(backend, cells, backend.concurrency):
-        fields = completion_fields(completion)
-        record = raw_record(cell, identity, fields, cached=False, error=completion.error)
-        # Store first, then log: a kill between the two leaves a stored completion that the next run
-        # reuses, never a logged one that the next run would ask for again.
-        if store is not None and completion.error is None:
-            store.put(
-                cell.key, backend=identity.backend, digest=identity.digest, prompt_sha256=cell.request.prompt.sha256,
-                generation=cell.request.params.canonical(), repetition=cell.request.repetition,
-                record=stored_fields(fields), run_id=run_id, created_at=fields["timestamp"],
-            )
-        response_log.append(record.to_json())
+        record = keep(cell, identity, completion_fields(completion), completion.error, response_log, store, run_id)
         if on_record is not None:
             on_record(record)
         yield record
+
+
+def keep(cell: Cell, identity: ModelIdentity, fields: dict[str, Any], error: str | None, response_log: ResponseLog,
+         store: CompletionStore | None, run_id: str | None) -> RawRecord:
+    """Make a fresh completion's raw record durable: in the store (unless it failed), then in the log.
+
+    The one place a fresh completion is written, whether this process asked it or a Ray actor did
+    (:mod:`prism.run.sharding`). ``fields``: :func:`completion_fields` of the completion.
+    """
+    record = raw_record(cell, identity, fields, cached=False, error=error)
+    # Store first, then log: a kill between the two leaves a stored completion that the next run
+    # reuses, never a logged one that the next run would ask for again.
+    if store is not None and error is None:
+        store_put(store, cell, identity, fields, run_id)
+    response_log.append(record.to_json())
+    return record
+
+
+def store_put(store: CompletionStore, cell: Cell, identity: ModelIdentity, fields: dict[str, Any],
+              run_id: str | None) -> None:
+    """Put a fresh completion's stored fields into ``store`` under the cell's key."""
+    store.put(
+        cell.key, backend=identity.backend, digest=identity.digest, prompt_sha256=cell.request.prompt.sha256,
+        generation=cell.request.params.canonical(), repetition=cell.request.repetition,
+        record=stored_fields(fields), run_id=run_id, created_at=fields["timestamp"],
+    )
 
 
 def _gathered(each: Callable[_P, Iterator[RawRecord]]) -> Callable[_P, list[RawRecord]]:

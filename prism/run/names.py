@@ -43,6 +43,9 @@ TAG_IMPORT_SOURCE_SHA256 = "prism.import.source_sha256"
 TAG_IMPORT_SOURCE_FILE = "prism.import.source_file"
 TAG_IMPORT_TASK = "prism.import.task"
 TAG_IMPORT_SOURCE_MODEL = "prism.import.source_model"
+# A sharded run (execution=ray): how its cells were asked, e.g. "ray workers=2 address=auto" (not a param: a
+# local and a sharded run of one config are the same experiment).
+TAG_EXECUTION = "prism.execution"
 # A few-shot set's frozen draw of demonstrations (questions/demonstrations.jsonl).
 TAG_DEMONSTRATIONS = "prism.demonstrations_sha256"
 # The model identity's details (``prism.model.tag``, ``prism.model.path``, ...) and the frozen set's drop

@@ -61,12 +61,14 @@ from prism.run.names import (
     PARAM_TEMPLATE_VERSION,
     RUN_ARTIFACT_DIRS,
     TAG_DEMONSTRATIONS,
+    TAG_EXECUTION,
     TAG_MODEL_DIGEST_CHANGED_FROM,
     TAG_RESUMED_FROM,
     TAG_SWEEP,
     run_tags,
 )
 from prism.run.offline import RecordingTracker
+from prism.run.sharding import RayExecution, merge_shards, shard_directory
 from prism.run.store import CompletionStore, ResponseLog
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.run.usage import Usage
@@ -76,11 +78,12 @@ from prism.types import PROTOCOL_VERSION, ModelIdentity, Prompt, canonical_json,
 
 log = logging.getLogger(__name__)
 
-# Config keys that are not run parameters: templates go to prompts/ artifacts, paths are per-machine.
+# Config keys that are not run parameters: templates go to prompts/ artifacts, paths are per-machine,
+# execution (where the cells are asked) is tagged prism.execution instead: a local and a sharded run are one experiment.
 # The perturbation sets' data (steps, formats, label sets, texts, word lists) goes there too;
 # conditions.seed stays a param.
 _UNLOGGED_PARAMS: tuple[str, ...] = (
-    "defaults", "output_dir", "dry_run", "conditions.conditions", "dataset.cache_dir",
+    "defaults", "output_dir", "dry_run", "conditions.conditions", "dataset.cache_dir", "execution",
     *(f"conditions.{key}" for key in ("base_format", "variants", "formats", "label_sets", "instructions",
                                       "synonyms", "protected_words", "draws")),
 )
@@ -206,13 +209,18 @@ def run(
         if cfg.store.enabled:
             store = resources.enter_context(closing(CompletionStore(cfg.store.path, cfg.store.sync_interval_s)))
             resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
-        tags = {**experiment_run_tags(plan, out), **({TAG_SWEEP: sweep_dir} if sweep_dir else {}), **(extra_tags or {})}
+            merge_shards(store, shard_directory(cfg))  # what killed sharded runs' actors answered
+        executor = None
+        if cfg.execution.kind == "ray":  # actors started and checked before the MLflow run starts
+            executor = resources.enter_context(closing(RayExecution.start(cfg, plan.identity, store)))
+        tags = {**experiment_run_tags(plan, out), **({TAG_SWEEP: sweep_dir} if sweep_dir else {}), **(extra_tags or {}),
+                **({TAG_EXECUTION: executor.describe()} if executor is not None else {})}
         run_id = plan.tracker.start(plan.run_name, tags)
         if store is not None:  # what a dry run of this model reads to count the cells the store holds
             record_identity(store, plan.backend, plan.identity)
         with _failing_run(plan.tracker, out):
             guard = BudgetGuard(cfg.budget, cfg.model.pricing) if cfg.budget.limited else None
-            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard)
+            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard, executor)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.
         usage = Usage()  # tokens and cost, counted as the records pass on their way to scoring
@@ -336,8 +344,11 @@ def experiment_run_tags(plan: Plan, out: Path) -> dict[str, str]:
 
 
 def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
-        sync_interval_s: float = 0.0, guard: BudgetGuard | None = None) -> tuple[RecordOffsets, int]:
-    """Log the run's inputs, reuse stored cells, ask the model for the rest (within ``guard``'s budget).
+        sync_interval_s: float = 0.0, guard: BudgetGuard | None = None,
+        executor: RayExecution | None = None) -> tuple[RecordOffsets, int]:
+    """Log the run's inputs, reuse stored cells, ask the model (or ``executor``'s Ray actors) for the rest.
+
+    Within ``guard``'s budget; with actors, up to each actor's concurrency plus two batches are in flight.
 
     Returns:
         Where each cell's raw record starts in ``responses.jsonl``, and how many cells were asked.
@@ -367,7 +378,9 @@ def ask(plan: Plan, store: CompletionStore | None, out: Path, run_id: str,
                 cells = guard.cells(cells)
             answered = 0
             try:
-                for record in ask_each(plan.backend, identity, cells, response_log, store, run_id):
+                asked = (executor.ask_each(identity, cells, response_log, store, run_id) if executor is not None
+                         else ask_each(plan.backend, identity, cells, response_log, store, run_id))
+                for record in asked:
                     offsets.note(grid.index(record.cell), response_log.last_offset)
                     answered += 1
                     if guard is not None:

@@ -274,6 +274,40 @@ class CompletionStore:
         if self._sync_interval_s > 0 and time.monotonic() - self._last_sync >= self._sync_interval_s:
             self.sync()
 
+    def merge_from(self, other: CompletionStore, batch: int = 2000) -> int:
+        """Copy every completion of ``other`` (a shard store) that this store lacks; return how many were new.
+
+        Content-addressed: a key already here is left as it was (first answer wins), so merging a shard twice,
+        or two shards holding the same cell, adds it once. Each batch is one transaction.
+
+        Raises:
+            StoreError: If ``other`` cannot be read or this store cannot be written.
+        """
+        added = 0
+        try:
+            rows = other._db.execute("SELECT * FROM completions")
+            while chunk := rows.fetchmany(batch):
+                before = self._db.total_changes
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany("INSERT OR IGNORE INTO completions VALUES (?,?,?,?,?,?,?,?,?,?)", chunk)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                added += self._db.total_changes - before
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"could not merge the shard store {str(other.path)!r} into {str(self.path)!r} ({exc}). "
+                f"{_write_fix(exc)}, then run the same command again: the shard is kept until it is merged."
+            ) from exc
+        return added
+
+    def count(self) -> int:
+        """How many completions the store holds."""
+        (n,) = self._db.execute("SELECT COUNT(*) FROM completions").fetchone()
+        return int(n)
+
     def sync(self) -> None:
         """Make every committed completion durable on disk now (a no-op when each commit already was).
 
