@@ -223,11 +223,13 @@ def part_two(ctx: Context) -> tuple[list[str], dict[str, float]]:
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
     try:
         common = ["--num-cpus=1", "--disable-usage-stats"]
-        subprocess.run([_ray_cli(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-                        "--include-dashboard=false", f"--temp-dir={temp}", *common], env=env, check=True,
-                       capture_output=True, timeout=300)
-        subprocess.run([_ray_cli(), "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common],
-                       env=env, check=True, capture_output=True, timeout=300)
+        for command in ([_ray_cli(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                         "--include-dashboard=false", f"--temp-dir={temp}", *common],
+                        [_ray_cli(), "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common]):
+            started = subprocess.run(command, env=env, text=True, capture_output=True, timeout=300)
+            if started.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed ({started.returncode}):\n{started.stdout[-2000:]}\n"
+                                 f"{started.stderr[-2000:]}")
         local = run_timed(_prism(setup, work / "local.sqlite", "local", SYNC), cwd=work)
         clustered = run_timed(_prism(setup, work / "ray.sqlite", "ray", SYNC, "execution=ray",
                                      f"execution.workers={WORKERS}", f"execution.address=127.0.0.1:{port}",
