@@ -180,17 +180,30 @@ def _free_port() -> int:
 
 
 def _end_cluster(temp: str, gcs: str) -> None:
-    """End the processes of the cluster this benchmark started: their command lines name its temp dir or its GCS."""
+    """End the processes of the cluster this benchmark started, and every process they started.
+
+    The daemons' command lines name its temp dir or its GCS address; Ray's agents rename themselves
+    (``ray::DashboardAgent``), so they are found as the daemons' children.
+    """
     import signal
 
-    for pid in _pids():
+    parents = {pid: stat[0] for pid in _pids() if (stat := _stat(pid)) is not None}
+    ours: set[int] = set()
+    for pid in parents:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
         if (temp in cmdline or f"{gcs}\x00" in cmdline or f"={gcs}" in cmdline) and pid != os.getpid():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            ours.add(pid)
+    grew = True
+    while grew:  # and their descendants
+        more = {pid for pid, parent in parents.items() if parent in ours and pid not in ours and pid != os.getpid()}
+        ours |= more
+        grew = bool(more)
+    for pid in ours:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _store_content(path: Path) -> dict[str, str]:
