@@ -180,17 +180,30 @@ def _free_port() -> int:
 
 
 def _end_cluster(temp: str, gcs: str) -> None:
-    """End the processes of the cluster this benchmark started: their command lines name its temp dir or its GCS."""
+    """End the processes of the cluster this benchmark started, and every process they started.
+
+    The daemons' command lines name its temp dir or its GCS address; Ray's agents rename themselves
+    (``ray::DashboardAgent``), so they are found as the daemons' children.
+    """
     import signal
 
-    for pid in _pids():
+    parents = {pid: stat[0] for pid in _pids() if (stat := _stat(pid)) is not None}
+    ours: set[int] = set()
+    for pid in parents:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
         if (temp in cmdline or f"{gcs}\x00" in cmdline or f"={gcs}" in cmdline) and pid != os.getpid():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            ours.add(pid)
+    grew = True
+    while grew:  # and their descendants
+        more = {pid for pid, parent in parents.items() if parent in ours and pid not in ours and pid != os.getpid()}
+        ours |= more
+        grew = bool(more)
+    for pid in ours:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _store_content(path: Path) -> dict[str, str]:
@@ -223,11 +236,13 @@ def part_two(ctx: Context) -> tuple[list[str], dict[str, float]]:
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
     try:
         common = ["--num-cpus=1", "--disable-usage-stats"]
-        subprocess.run([_ray_cli(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-                        "--include-dashboard=false", f"--temp-dir={temp}", *common], env=env, check=True,
-                       capture_output=True, timeout=300)
-        subprocess.run([_ray_cli(), "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common],
-                       env=env, check=True, capture_output=True, timeout=300)
+        for command in ([_ray_cli(), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                         "--include-dashboard=false", f"--temp-dir={temp}", *common],
+                        [_ray_cli(), "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", *common]):
+            started = subprocess.run(command, env=env, text=True, capture_output=True, timeout=300)
+            if started.returncode != 0:
+                raise SystemExit(f"{' '.join(command)} failed ({started.returncode}):\n{started.stdout[-2000:]}\n"
+                                 f"{started.stderr[-2000:]}")
         local = run_timed(_prism(setup, work / "local.sqlite", "local", SYNC), cwd=work)
         clustered = run_timed(_prism(setup, work / "ray.sqlite", "ray", SYNC, "execution=ray",
                                      f"execution.workers={WORKERS}", f"execution.address=127.0.0.1:{port}",

@@ -554,7 +554,10 @@ class RayExecution:
         ray = self._ray
         try:
             closing_refs = []
-            for actor in self._actors:
+            started = {w.index for w in self.workers}
+            for i, actor in enumerate(self._actors):
+                if i not in started:  # never placed or never started: nothing to hand in, nothing to wait for
+                    continue
                 try:
                     actor.finish.remote(None)
                     closing_refs.append(actor.close.remote())
