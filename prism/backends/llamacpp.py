@@ -438,8 +438,8 @@ class LlamaCppBackend:
 
         The context's tokens are evaluated once (reusing what the last request left in the KV cache); the
         continuations are then scored from that cached state by :func:`score_continuations` (one batch per
-        option, tokens an option shares with the one scored before it not evaluated again). Token ``i`` of a
-        continuation is scored by the row of the position before it: the context's last for the first token.
+        option). Token ``i`` of a continuation is scored by the row of the position before it: the context's
+        last for the first token.
 
         Raises:
             ClozeError: If a continuation tokenises to nothing after the prompt.
@@ -498,45 +498,13 @@ def _leave_context_cached(llm: Any, n_context: int) -> None:
 def score_continuations(llm: Any, context_ids: list[int], continuations_ids: list[list[int]]) -> list[float]:
     """Each continuation's summed log-probability after ``context_ids``, the context evaluated once.
 
-    One batch per continuation from the cached context, every position's logits kept. Continuations are
-    taken in token order, and the leading tokens one shares with the continuation scored just before it
-    are not evaluated again: their rows are that batch's, computed at the same positions of the same
-    cache cells, and the cache is cut back to the end of the shared part before the rest is evaluated.
-    (ARC's option texts share about 15% of their evaluated tokens this way; a one-token continuation,
-    such as a label, needs no batch at all.) The totals equal :func:`score_continuations_each`'s exactly
-    (tested). Options were not batched as parallel sequences (llama.cpp sequence ids sharing the
-    context's cache): measured, that changed some options' log-likelihoods by up to 5e-3 (BENCHMARKS.md).
-    """
-    first = _eval_context(llm, context_ids)
-    n_past = len(context_ids)
-    totals: list[float] = [0.0] * len(continuations_ids)
-    prev: list[int] = []
-    prev_rows: Any = None
-    for index in sorted(range(len(continuations_ids)), key=lambda i: continuations_ids[i]):
-        ids = continuations_ids[index]
-        evaluated = ids[:-1]
-        common = 0
-        for a, b in zip(prev, evaluated, strict=False):
-            if a != b:
-                break
-            common += 1
-        if common < len(evaluated):
-            llm.n_tokens = n_past + common
-            new_rows = _eval_rows(llm, evaluated[common:], n_past + common)
-            rows = new_rows if common == 0 else _concat(prev_rows[:common], new_rows)
-            prev, prev_rows = evaluated, rows
-        else:  # every evaluated token is shared with the last batch (this option's tokens prefix it)
-            rows = prev_rows[:len(evaluated)] if evaluated else None
-        totals[index] = float(first[ids[0]]) + sum(float(log_softmax(rows[i])[token])
-                                                   for i, token in enumerate(ids[1:]))
-    _leave_context_cached(llm, n_past)
-    return totals
-
-
-def score_continuations_each(llm: Any, context_ids: list[int], continuations_ids: list[list[int]]) -> list[float]:
-    """The plain scoring :func:`score_continuations` must equal: every continuation in full, one batch each.
-
-    Kept as the reference for the tests and the cost benchmark (``benchmarks/cloze_cost.py``).
+    Every continuation in full from the cached context, one batch each with every position's logits kept.
+    Two cheaper ways were measured and not taken, because they do not give the same values
+    (``benchmarks/cloze_cost.py``, BENCHMARKS.md's cloze section): every option in one batch as parallel
+    llama.cpp sequences sharing the context's cache (no faster here, and a third of the options' values moved,
+    by up to 0.14), and not evaluating again the leading tokens an option shares with the one scored before it
+    (about 10% cheaper, but some options' values moved by up to 0.03). On a quantised model a different batch
+    layout changes the rounding of the activations, so only the same batches give the same numbers.
     """
     first = _eval_context(llm, context_ids)
     n_past = len(context_ids)
@@ -549,12 +517,6 @@ def score_continuations_each(llm: Any, context_ids: list[int], continuations_ids
         totals.append(total)
     _leave_context_cached(llm, n_past)
     return totals
-
-
-def _concat(head: Any, tail: Any) -> Any:
-    import numpy as np
-
-    return np.concatenate([head, tail])
 
 
 def _eval_rows(llm: Any, tokens: list[int], n_past: int) -> Any:

@@ -122,35 +122,3 @@ def test_a_continuation_that_tokenises_to_nothing_is_refused() -> None:
     with pytest.raises(ClozeError, match="tokenises to nothing"):
         continuation_ids(merging, "Answer:", " x", "question 'q', condition 'C0', option A")
 
-
-SHARED_PREFIX_OPTIONS = (
-    ("Which gas do plants take in from the air to make food?",
-     ("carbon dioxide", "carbon monoxide", "carbon", "oxygen gas", "oxygen")),
-    ("Several species of fish live in a classroom aquarium. Students notice that the gills of one type of fish "
-     "move faster than the gills of the other fish. Which of these statements is the best hypothesis?",
-     ("Fish have a two-chambered heart.", "Some fish are much larger than others.",
-      "Fish need different amounts of oxygen.", "There are six types of fish in the aquarium.")),
-)
-
-
-@pytest.mark.model
-@pytest.mark.parametrize("target", ["text", "label"])
-def test_shared_prefix_scoring_is_identical_to_scoring_every_option_in_full(embedded, target) -> None:
-    """Skipping the tokens an option shares with the one before changes no value, not even in the last bit."""
-    from prism.backends.llamacpp import score_continuations, score_continuations_each
-
-    llm = embedded._model()
-    for stem, options in (*QUESTIONS, *SHARED_PREFIX_OPTIONS):
-        labels = ("A", "B", "C", "D", "E")[:len(options)]
-        text = f"Question: {stem}\nAnswer:"
-        choices = options if target == "text" else labels
-        split = [continuation_ids(embedded.encode, text, " " + choice, "test") for choice in choices]
-        context = list(split[0][0])
-        conts = [ids for _, ids in split]
-        shared = score_continuations(llm, context, conts)
-        # From a cold cache and from the state the shared scoring left, in both orders.
-        llm.reset()
-        each = score_continuations_each(llm, context, conts)
-        assert shared == each
-        assert score_continuations(llm, context, conts[::-1]) == each[::-1]
-        assert llm.n_tokens == len(context) and llm._requires_eval
