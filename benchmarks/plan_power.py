@@ -103,6 +103,14 @@ def pilot_grid_part(ns: Sequence[int], sims: int, effect: float, pilot_n: int = 
         hits = power_at(study, n, reps, sims, 40)
         lines.append(f"| {n} | {effect:+g} | {_rate(hits, sims)} | {time.perf_counter() - started:.0f} |")
         print(lines[-1], flush=True)
+    started = time.perf_counter()  # the null: no cell planted, so a rejection is a pilot interaction left in
+
+    def null(n_: int, r: int, seed: int) -> bool:
+        return interaction_study(pilot, n_, r, PLANTED, 0.0, 0.05, seed)
+
+    hits = power_at(null, max(ns), reps, sims, 41)
+    lines.append(f"| {max(ns)} | 0 (null) | {_rate(hits, sims)} | {time.perf_counter() - started:.0f} |")
+    print(lines[-1], flush=True)
     return lines
 
 

@@ -212,10 +212,12 @@ def grid_from_cells(model: ModelCells, baseline: str) -> Grid:
     answer of its question's baseline repetitions; questions whose baseline has no single mode are left out, as
     the fit leaves them out. The kept counts get the model the plan simulates (that of BENCHMARKS.md section 11):
     ``logit P(kept) = a_cell + u_question``, fitted by maximum likelihood (:func:`additive_logits`) with
-    :data:`SMOOTHING` pseudo-counts per question and per cell split evenly between kept and not. Each cell keeps
-    its own effect (the pilot's main effects and interactions), each pilot question its own intercept, and a
-    study draws the pilot's questions with those intercepts. A cell-by-question table of raw rates is not used:
-    with a few repetitions per cell its noise would pass for question-by-cell heterogeneity and understate power.
+    :data:`SMOOTHING` pseudo-counts per question and per cell split evenly between kept and not. The cells'
+    ``a`` are then reduced to the axes' main effects (:func:`main_effects`): the test is of interactions, and
+    a pilot's own (real or its noise) would be found as if planted, so the planted cell is the only one. Each
+    pilot question keeps its own intercept, and a study draws the pilot's questions with those intercepts. A
+    cell-by-question table of raw rates is not used: with a few repetitions per cell its noise would pass for
+    question-by-cell heterogeneity and understate power.
 
     Raises:
         ValueError: If the run is not a grid, lacks the baseline, or has no question with a modal baseline answer.
@@ -238,12 +240,35 @@ def grid_from_cells(model: ModelCells, baseline: str) -> Grid:
                                                      aggfunc=how).reindex(columns=others).to_numpy(np.float64))
                   for how in ("sum", "count"))
     cell, question = additive_logits(kept, seen)
+    # The test is of the interactions, so the studies' cells have none but the planted one: the cells' logits
+    # are their main effects (a pilot's interactions, real or its noise, would be found as if planted).
+    levels = [[str(model.levels.get(c, {}).get(axis, "")) for axis in axes] for c in others]
+    cell = main_effects(cell, levels, seen.sum(axis=0))
     keep = np.ones((len(question), len(others) + 1))
     keep[:, 1:] = 1 / (1 + np.exp(-(cell[None, :] + question[:, None])))
     names = [baseline, *others]
     cells = {c: tuple(str(model.levels.get(c, {}).get(axis, "")) for axis in axes) for c in names}
     return Grid(axes, cells, {baseline: math.inf, **dict(zip(others, cell.tolist(), strict=True))},
                 float(question.std()), families={c: model.families.get(c, "grid") for c in names}, keep=keep)
+
+
+def main_effects(logits: NDArray[np.float64], levels: Sequence[Sequence[str]],
+                 weights: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Cell logits projected on an intercept plus one effect per axis value (weighted least squares).
+
+    Args:
+        logits: (C,) the cells' logits.
+        levels: Per cell, its value of each axis.
+        weights: (C,) each cell's weight (its responses).
+    """
+    columns = [np.ones(len(logits))]
+    for k in range(len(levels[0]) if levels else 0):
+        values = sorted({cell[k] for cell in levels})
+        columns += [np.asarray([cell[k] == v for cell in levels], dtype=np.float64) for v in values[1:]]
+    design = np.column_stack(columns)
+    root = np.sqrt(np.maximum(weights, 0.0))
+    coef, *_ = np.linalg.lstsq(design * root[:, None], logits * root, rcond=None)
+    return np.asarray(design @ coef, dtype=np.float64)
 
 
 def additive_logits(kept: NDArray[np.float64], seen: NDArray[np.float64],

@@ -151,16 +151,21 @@ def _grid_pilot(n: int, seed: int) -> tuple[Grid, ModelCells]:
 
 
 def test_a_grid_pilots_cells_and_questions_are_read_as_the_gee_reads_them() -> None:
-    truth, pilot = _grid_pilot(120, 4)
-    grid = grid_from_cells(pilot, "a1.v0__a2.v0")
+    truth, _ = _grid_pilot(0, 4)
+    grid = grid_from_cells(grid_cells(truth, 120, 3, "a1.v1__a2.v1", 0.0, 4), "a1.v0__a2.v0")
     assert list(grid.cells) == list(truth.cells) and grid.axes == truth.axes
     assert grid.cells["a1.v1__a2.v1"] == ("v1", "v1")
     assert grid.keep is not None and grid.keep.shape == (120, 9) and np.all(grid.keep[:, 0] == 1.0)
-    # The pilot's own main effect and interaction are kept, on the logit at the average question.
+    # The pilot's main effect is kept, on the logit at the average question.
     for cell in list(truth.cells)[1:]:
-        planted = -1.0 if cell == "a1.v1__a2.v1" else 0.0
-        assert grid.logits[cell] == pytest.approx(truth.logits[cell] + planted, abs=0.45), cell
+        assert grid.logits[cell] == pytest.approx(truth.logits[cell], abs=0.45), cell
     assert 0.2 < grid.spread < 0.9  # the questions' intercepts (true spread 0.5)
+    # A pilot's own interaction is not carried into the studies (it would be found as if planted): the cells'
+    # logits are additive in the axes.
+    _, pilot = _grid_pilot(120, 4)
+    logit = grid_from_cells(pilot, "a1.v0__a2.v0").logits
+    assert logit["a1.v1__a2.v1"] - logit["a1.v1__a2.v2"] - logit["a1.v2__a2.v1"] + logit["a1.v2__a2.v2"] == \
+        pytest.approx(0.0, abs=1e-9)
     kept, seen = np.array([[3.0, 0.0], [3.0, 3.0]]), np.array([[3.0, 3.0], [3.0, 3.0]])
     a, u = additive_logits(kept, seen)
     assert np.all(np.isfinite(a)) and a[0] > a[1] and u[1] > u[0]  # a cell kept every time stays finite
