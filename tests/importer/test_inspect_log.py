@@ -13,7 +13,10 @@ from conftest import FIXTURE_DATA
 
 from prism.importer.mapping import ImportLogError
 
-pytest.importorskip("inspect_ai", reason="format=inspect needs the [inspect] extra (pip install -e '.[inspect]')")
+# inspect-ai caps fsspec below what the test environment resolves, so CI runs this file in a venv of its own
+# (tests/data/imports/README.md); elsewhere it skips.
+pytest.importorskip("inspect_ai", reason="format=inspect needs the [inspect] extra (pip install -e '.[inspect]'), "
+                    "in a venv of its own: see tests/data/imports/README.md")
 
 EVAL = FIXTURE_DATA / "imports" / "inspect_arc.eval"
 
