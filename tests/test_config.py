@@ -87,3 +87,13 @@ def test_the_options_reference_lists_prism_import_and_prism_export() -> None:
                                  ("python -m prism.importer.export_main", "ExportConfig", "`push`")):
         section = page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
         assert f"schema `{schema}`" in section and f"| {key} |" in section
+
+
+def test_a_negative_base_seed_is_refused_by_its_own_name_not_by_a_group_that_follows_it() -> None:
+    from prism.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^seed=-1 cannot be used: .* Set it with seed=VALUE"):
+        compose_config(["seed=-1"])
+    with pytest.raises(ConfigError, match=r"^generation\.seed=-1"):  # a group's own seed is still named as its own
+        compose_config(["generation.seed=-1"])
+    assert compose_config(["seed=7"]).generation.seed == 7

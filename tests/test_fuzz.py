@@ -191,4 +191,6 @@ def test_config_composes_or_fails_with_hydras_own_errors(key: str, value: str) -
     try:  # what Hydra's types let through, PRISM's own checks take or refuse, naming the group's key
         to_schema(cfg, PrismConfig)  # checks every group once, as it is built
     except (ConfigError, DataError) as exc:
-        assert str(exc).startswith(f"{section.split('.')[0]}."), (key, str(exc))
+        # A group's key is named with its group; a top-level one (seed) by itself.
+        named = f"{section.split('.')[0]}." if section else f"{name}="
+        assert str(exc).startswith(named), (key, str(exc))

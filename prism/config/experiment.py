@@ -112,6 +112,11 @@ class PrismConfig:
         Raises:
             ConfigError: (or ``DataError`` for the dataset) naming the first key that cannot be used.
         """
+        # The base of every seed not set explicitly: refused here by its own name, not by the first group that
+        # interpolates it (``generation.seed=${seed}``), which a person who typed seed=-1 never set.
+        if self.seed < 0:
+            raise ConfigError(f"seed={self.seed} cannot be used: it must be a whole number >= 0 (it is the base of "
+                              "generation.seed, dataset.sample_seed and conditions.seed). Set it with seed=VALUE.")
         self.model.check()
         self.dataset.check()
         self.generation.check()

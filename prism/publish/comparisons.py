@@ -19,7 +19,6 @@ import pandas as pd
 
 from prism.compare.evidence import RunEvidence
 from prism.compare.select import CompareError, download
-from prism.publish.trace import Trace
 from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
 
 log = logging.getLogger(__name__)
@@ -111,23 +110,3 @@ def comparison_heading(item: ComparisonEvidence, evidence: Sequence[RunEvidence]
     models = [runs[r].model for r in item.compared if r in runs]
     datasets = list(dict.fromkeys(runs[r].dataset or "?" for r in item.compared if r in runs))
     return f"{' vs '.join(models) or 'comparison'} on {' / '.join(datasets) or '?'}"
-
-
-def comparison_page(item: ComparisonEvidence, evidence: Sequence[RunEvidence], trace: Trace,
-                    common: Mapping[str, Any]) -> str:
-    """The comparison's page: its read-outs, every number linked to the cells behind it."""
-    from prism.compare.readout_sections import READOUT_SECTIONS, readout_context
-    from prism.publish.board import slug
-    from prism.publish.ranks import TABLE, rank_rows, rank_summary
-    from prism.render import render
-
-    runs = {e.run.run_id: e.run.model for e in evidence}
-    heading = comparison_heading(item, evidence)
-    ranks = rank_rows(item)  # comparison/rank_robustness.csv, when the comparison logged it
-    sections = (*READOUT_SECTIONS, ("ranking", "Ranking over the prompts")) if TABLE in item.tables \
-        else READOUT_SECTIONS
-    return render("site/comparison.html.j2", **common, title=f"{heading} · {common['site'].title}",
-                  stylesheet="../style.css", heading=heading, item=item, r=readout_context(item.tables), slug=slug,
-                  trace=trace, sections=sections, compared=[(r, runs.get(r, "")) for r in item.compared],
-                  run_page=lambda run_id: f"../runs/{slug(run_id)}.html", ranks=ranks,
-                  rank_summary=rank_summary(ranks) if TABLE in item.tables else "")

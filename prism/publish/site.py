@@ -21,7 +21,8 @@ from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
 from prism.publish import board
-from prism.publish.comparisons import ComparisonEvidence, comparison_heading, comparison_page
+from prism.publish.comparison_page import comparison_page
+from prism.publish.comparisons import ComparisonEvidence, comparison_heading
 from prism.publish.config import PublishConfig
 from prism.publish.runs import cell_of
 from prism.publish.trace import Trace
