@@ -123,9 +123,11 @@ def test_installed_embedded_run_and_comparison(site: Path, tmp_path: Path, data_
     assert scripted.returncode == 0, scripted.stderr[-3000:]
 
     compared = installed(site, "prism-compare", f"tracking.uri=sqlite:///{work}/mlflow.db", "bootstrap=50",
-                         "permutations=50", f"hydra.run.dir={work}/compare", cwd=empty)
+                         "permutations=50", f"hydra.run.dir={work}/compare", f"artifact_cache={work}/artifacts",
+                         cwd=empty)
     assert compared.returncode == 0, compared.stderr[-3000:]
     assert "smollm2" in compared.stdout and "scripted" in compared.stdout
     assert (work / "compare" / "comparison" / "report.html").is_file()
+    assert any((work / "artifacts").iterdir()), "the finished runs' artifacts are cached where artifact_cache says"
     # Only MLflow's artifact root: a sqlite:// store keeps artifacts in ./mlruns of the working directory.
     assert {p.name for p in empty.iterdir()} <= {"mlruns"}, "every other file goes where the overrides say"

@@ -37,7 +37,10 @@ def exported_run(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
 
 
 def prism_export(run: dict[str, Any], out: Path, hub: str, token: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "HUGGINGFACE_"))}
+    # TRANSFORMERS_OFFLINE too: huggingface_hub reads it as HF_HUB_OFFLINE, and compare's embedding tests set it in
+    # this process (prism.compare.embedding), which would leave the push offline when they ran first.
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("HF_", "HUGGINGFACE_", "TRANSFORMERS_"))}
     env.update({"HF_ENDPOINT": hub, "HF_TOKEN": token, "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
                 "HF_HOME": str(out.parent / "hf-home"), "PYTHONPATH": str(REPO_ROOT)})
     return subprocess.run([sys.executable, "-m", "prism.importer.export_main", f"run={run['run_id']}",
