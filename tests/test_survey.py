@@ -205,7 +205,7 @@ def test_the_comparison_report_says_no_answer_key_where_accuracy_cannot_exist(tm
                                         f"runs=[{first},{second}]"]), CompareConfig)
     result = compare(cfg, output_dir=tmp_path / "cmp")
 
-    readings = result.tables["readings"]
+    readings = result.tables.readings
     assert readings["accuracy"].isna().all() and readings["likelihood_accuracy"].isna().all()
     assert readings["reading_agreement"].notna().all()  # the readings themselves are still compared
     page = (tmp_path / "cmp" / "comparison" / "report.html").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,8 @@ import pandas as pd
 
 from prism.compare.artifact_cache import ArtifactCache, load_cells
 from prism.compare.build import build_tables
+from prism.compare.comparison_plan import ComparisonPlan
+from prism.compare.comparison_tables import ComparisonTables
 from prism.compare.evidence import ReportContext, gather_evidence
 from prism.compare.headline import headline_metrics
 from prism.compare.report import run_description
@@ -34,6 +36,7 @@ from prism.compare.select import (
 from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_notes
 from prism.compare.timings import Stopwatch
 from prism.config import CompareConfig
+from prism.config.choices import ComparePairs
 from prism.run.names import (
     COMPARISON_ARTIFACT_DIR,
     CONFIG_ARTIFACT,
@@ -75,10 +78,7 @@ class ComparisonResult:
         experiment_id: Its experiment.
         runs: The compared runs, labelled, in table order.
         mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
-        tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
-            ``differences``, ``shifts``, ``gee_wald`` and the read-outs ``scorecard``, ``sensitivity_axes``,
-            ``measure_agreement``, ``divergence_noise``) to DataFrame; divergence, condition_disagreement,
-            differences and divergence_noise only with two or more runs.
+        tables: Every table (:class:`prism.compare.comparison_tables.ComparisonTables`).
         files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
@@ -92,7 +92,7 @@ class ComparisonResult:
     experiment_id: str
     runs: list[LoggedRun]
     mismatches: list[str]
-    tables: dict[str, pd.DataFrame]
+    tables: ComparisonTables
     files: list[Path]
     metrics: dict[str, float]
     output_dir: Path
@@ -192,13 +192,13 @@ def _condition_set(run: LoggedRun, uri: str | None, dst: Path, cache: ArtifactCa
         return None
 
 
-def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:
+def baseline_of(tables: ComparisonTables, model: str) -> str:
     """The baseline condition of a model, as the sensitivity table names it."""
-    rows = tables["sensitivity"][tables["sensitivity"]["model"] == model]
+    rows = tables.sensitivity[tables.sensitivity["model"] == model]
     return str(rows["baseline"].iloc[0]) if not rows.empty else ""
 
 
-def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+def write_tables(out: Path, tables: ComparisonTables) -> list[Path]:
     """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -210,7 +210,7 @@ def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     return paths
 
 
-def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportContext,
+def write_outputs(out: Path, tables: ComparisonTables, report: ReportContext,
                   watch: Stopwatch | None = None) -> list[Path]:
     """Write every file of the comparison into ``out``: the tables as CSV, the plots as PNG, the report page.
 
@@ -231,18 +231,19 @@ def write_outputs(out: Path, tables: Mapping[str, pd.DataFrame], report: ReportC
     return files
 
 
-def _figures(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+def _figures(out: Path, tables: ComparisonTables) -> list[Path]:
     """The PNG figures the report embeds."""
     from prism.compare.plots import write_plots
 
     # Runs on different question sets have no divergence table: the matrix then shows its diagonal only.
-    divergence = tables.get("divergence", pd.DataFrame(columns=list(DIVERGENCE_COLUMNS)))
-    figures = write_plots(out, tables["accuracy"], tables["sensitivity"], divergence,
-                          tables.get("condition_disagreement", pd.DataFrame()))
-    if len(tables.get("profile", ())):
+    divergence = tables.divergence if tables.divergence is not None else pd.DataFrame(
+        columns=list(DIVERGENCE_COLUMNS))
+    disagreement = tables.condition_disagreement if tables.condition_disagreement is not None else pd.DataFrame()
+    figures = write_plots(out, tables.accuracy, tables.sensitivity, divergence, disagreement)
+    if len(tables.profile):
         from prism.compare.profile_plot import write_profile_plot
 
-        profile = write_profile_plot(out, tables["profile"])
+        profile = write_profile_plot(out, tables.profile)
         figures += [profile] if profile is not None else []
     return figures
 
@@ -269,9 +270,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
 
         from prism.run.tracking import MlflowTracker, resolve_tracking_uri
 
-    n_boot, seed, baseline = cfg.bootstrap, cfg.seed, cfg.baseline
     measures = list(cfg.measures) or [DEFAULT_MEASURE]
-    permutations = cfg.permutations
     wants_embeddings = bool(set(measures) & set(EMBEDDING_MEASURES))
     if wants_embeddings:  # refused with the install command before any run is read
         from prism.compare import embedding
@@ -297,7 +296,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     for line in mismatches:
         log.warning("comparing despite a mismatch (allow_mismatch=true): %s", line)
 
-    pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
+    plan = plan_for(cfg, runs, selection)  # checked here, before any run's cells are downloaded
     cache = ArtifactCache(Path(cfg.artifact_cache).expanduser() if cfg.artifact_cache else None)
     with watch.stage("read runs' cells"):
         models = load_models(runs, uri, cache)
@@ -307,10 +306,7 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
     with watch.stage("tables"):
-        tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs,
-                              reference=reference, max_per_pair=max_per_pair,
-                              references=_group_references(pairs, reference, runs, selection),
-                              power_simulations=cfg.power_simulations, embed=embed)
+        tables = build_tables(models, plan, embed)
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -325,16 +321,11 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     run_id = tracker.start(_run_name(runs), tags)
     try:
         # Written once the run exists, so the report can name the comparison run it belongs to.
-        report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), baseline, n_boot,
-                               seed, allow_mismatch, tags[TAG_GIT_COMMIT], tags[TAG_VERSION],
+        report = ReportContext(run_id, tracker.experiment_id, tuple(evidence), tuple(mismatches), plan.baseline,
+                               plan.n_boot, plan.seed, allow_mismatch, tags[TAG_GIT_COMMIT], tags[TAG_VERSION],
                                notes=tuple(notes))
         files = write_outputs(out / COMPARISON_ARTIFACT_DIR, tables, report, watch)
-        tracker.log_params({**_params(runs, selection, baseline, n_boot, seed, allow_mismatch),
-                            "measures": ",".join(measures), "permutations": str(permutations),
-                            "power_simulations": str(cfg.power_simulations),
-                            "pairs": pairs, "reference": reference or "",
-                            "differences.max_per_pair": "null" if max_per_pair is None else str(max_per_pair),
-                            **embedding_params})
+        tracker.log_params({**_params(runs, selection, plan, allow_mismatch, measures), **embedding_params})
         tracker.log_metrics(metrics)
         with watch.stage("upload"):
             for path in files:
@@ -346,11 +337,25 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     if cfg.timings:
         print("compare stages (wall seconds):\n" + "\n".join(watch.lines()), flush=True)
     return ComparisonResult(run_id, tracker.uri, tracker.experiment_id, runs, mismatches, tables, files, metrics,
-                            out, baseline, n_boot, notes, embedding_params)
+                            out, plan.baseline, plan.n_boot, notes, embedding_params)
 
 
-def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[LoggedRun],
-             selection: Selection) -> tuple[str, str | None, int | None]:
+def plan_for(cfg: CompareConfig, runs: Sequence[LoggedRun], selection: Selection) -> ComparisonPlan:
+    """The comparison's plan, from the checked config and the selected runs (their references chosen here).
+
+    Raises:
+        CompareError: If a measure is unknown, or the reference is not among the selected runs.
+    """
+    pairs, reference, max_per_pair = _pairing(cfg.pairs, cfg.reference, cfg.differences.max_per_pair, runs, selection)
+    return ComparisonPlan(baseline=cfg.baseline, n_boot=cfg.bootstrap, seed=cfg.seed,
+                          measures=tuple(cfg.measures) or (DEFAULT_MEASURE,), permutations=cfg.permutations,
+                          pairs=pairs, reference=reference, max_per_pair=max_per_pair,
+                          references=_group_references(pairs, reference, runs, selection),
+                          power_simulations=cfg.power_simulations)
+
+
+def _pairing(pairs: ComparePairs, wanted: str | None, cap: int | None, runs: Sequence[LoggedRun],
+             selection: Selection) -> tuple[ComparePairs, str | None, int | None]:
     """``(pairs, reference run id, differences cap)``, checked before any run is downloaded.
 
     The reference is ``wanted`` (``reference=RUN_ID``) when set, else the first of ``runs=[...]``, else the
@@ -373,7 +378,7 @@ def _pairing(pairs: str, wanted: str | None, cap: Any, runs: Sequence[LoggedRun]
     return pairs, min(runs, key=lambda r: (r.start_time, r.run_id)).run_id, cap
 
 
-def _group_references(pairs: str, reference: str | None, runs: Sequence[LoggedRun],
+def _group_references(pairs: ComparePairs, reference: str | None, runs: Sequence[LoggedRun],
                       selection: Selection) -> dict[str, str]:
     """Question set -> its reference run (``pairs=reference``), by :func:`_pairing`'s rule within each set.
 
@@ -445,16 +450,21 @@ def _tags(runs: Sequence[LoggedRun], selection: Selection, mismatches: Sequence[
     return tags
 
 
-def _params(runs: Sequence[LoggedRun], selection: Selection, baseline: str, n_boot: int, seed: int,
-            allow_mismatch: bool) -> dict[str, str]:
+def _params(runs: Sequence[LoggedRun], selection: Selection, plan: ComparisonPlan, allow_mismatch: bool,
+            measures: Sequence[str]) -> dict[str, str]:
+    """The comparison run's params: what was compared and the plan (``measures`` as the config named them)."""
     params = {
         PARAM_COMPARED_RUN_IDS: ",".join(r.run_id for r in runs),
         PARAM_COMPARED_MODELS: ",".join(r.label for r in runs),
         "selection": "runs" if selection.runs else "latest per model",
-        "baseline": baseline,
-        "bootstrap": str(n_boot),
-        "seed": str(seed),
+        "baseline": plan.baseline,
+        "bootstrap": str(plan.n_boot),
+        "seed": str(plan.seed),
         "allow_mismatch": str(allow_mismatch).lower(),
     }
     params.update({f"filter.{k}": v for k, v in selection.filters().items()})
+    params.update({"measures": ",".join(measures), "permutations": str(plan.permutations),
+                   "power_simulations": str(plan.power_simulations), "pairs": plan.pairs,
+                   "reference": plan.reference or "",
+                   "differences.max_per_pair": "null" if plan.max_per_pair is None else str(plan.max_per_pair)})
     return params

@@ -77,12 +77,13 @@ def question_sets_table(models: Sequence[ModelCells], compared: Sequence[Pair], 
     return pd.DataFrame(rows, columns=list(QUESTION_SET_COLUMNS))
 
 
-def coverage_lines(table: pd.DataFrame) -> list[str]:
+def coverage_lines(table: pd.DataFrame | None) -> list[str]:
     """Which tables hold which runs, one sentence per line, for the terminal and the report.
 
-    Empty when every run is on one question set: then every table holds every run (as it always did).
+    Empty when every run is on one question set (or one run was compared, so there is no ``table``): then
+    every table holds every run (as it always did).
     """
-    if len(table) < 2:
+    if table is None or len(table) < 2:
         return []
     n_runs = sum(len(str(runs).split(",")) for runs in table["runs"])
     lines = [f"The {n_runs} runs are on {len(table)} different frozen question sets. Every run is in the per-run "

@@ -6,12 +6,13 @@ Read off the comparison tables (:func:`prism.compare.core.build_tables`); pure, 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from prism.compare.tables import POOLED
 from prism.stats.basics import SIGNIFICANCE
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ComparisonTables
 
 
 def metric_key(*parts: str) -> str:
@@ -19,7 +20,7 @@ def metric_key(*parts: str) -> str:
     return "/".join(re.sub(r"[^A-Za-z0-9_\-. :]", "_", p) for p in parts)
 
 
-def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> dict[str, float]:
+def headline_metrics(tables: ComparisonTables, n_questions: int) -> dict[str, float]:
     """The numbers a reader looks at first, logged as metrics of the comparison run.
 
     Per model: baseline accuracy, mean flip rate and largest |delta accuracy| over the non-baseline
@@ -28,9 +29,9 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
     excess. Per model, axis and measure that shifts somewhere: ``first_shift/...``, the position among the
     axis's values of the first that shifts.
     """
-    metrics: dict[str, float] = {"n_runs": float(tables["sensitivity"]["model"].nunique()),
+    metrics: dict[str, float] = {"n_runs": float(tables.sensitivity["model"].nunique()),
                                  "n_questions": float(n_questions)}
-    for model, rows in tables["sensitivity"].groupby("model", sort=False):
+    for model, rows in tables.sensitivity.groupby("model", sort=False):
         base = rows[rows["condition"] == rows["baseline"]]
         others = rows[rows["condition"] != rows["baseline"]]
         metrics[metric_key("sensitivity", str(model), "baseline_accuracy")] = float(base["accuracy"].iloc[0])
@@ -40,16 +41,16 @@ def headline_metrics(tables: Mapping[str, pd.DataFrame], n_questions: int) -> di
                 others["delta_accuracy"].abs().max())
             metrics[metric_key("sensitivity", str(model), "significant_conditions")] = float(
                 (others["mcnemar_p_holm"] < SIGNIFICANCE).sum())
-    if "divergence" in tables:
-        for row in tables["divergence"][tables["divergence"]["condition"] == POOLED].itertuples(index=False):
+    if tables.divergence is not None:
+        for row in tables.divergence[tables.divergence["condition"] == POOLED].itertuples(index=False):
             pair = f"{row.model_a}_vs_{row.model_b}"
             for name in ("disagreement", "kappa", "excess"):
                 metrics[metric_key("divergence", pair, name)] = float(getattr(row, name))
-    if "shifts" in tables:  # how many steps are shifts, per model and measure
-        for key, steps in tables["shifts"].groupby(["model", "measure"], sort=False):
+    if True:  # how many steps are shifts, per model and measure
+        for key, steps in tables.shifts.groupby(["model", "measure"], sort=False):
             metrics[metric_key("shifts", *(str(k) for k in key))] = float(steps["shift"].sum())
-    if "profile" in tables:  # where each axis first shifts: the position of that value (the baseline is 0)
-        for key, steps in tables["profile"].groupby(["model", "axis", "measure"], sort=False):
+    if True:  # where each axis first shifts: the position of that value (the baseline is 0)
+        for key, steps in tables.profile.groupby(["model", "axis", "measure"], sort=False):
             first = [i for i, flag in enumerate(steps["first_shift"], start=1) if flag]
             if first:
                 metrics[metric_key("first_shift", *(str(k) for k in key))] = float(first[0])

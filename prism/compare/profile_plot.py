@@ -9,11 +9,13 @@ marked, so the figure answers "from which value on does the answer move?". matpl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ComparisonTables
 
 PROFILE_PNG = "profile.png"
 
@@ -63,7 +65,7 @@ def write_profile_plot(out: Path, profile: pd.DataFrame, measure: str = "answer"
     return path
 
 
-def profile_panels(tables: Mapping[str, pd.DataFrame],
+def profile_panels(tables: ComparisonTables,
                    measure: str = "answer") -> list[tuple[str, list[dict[str, Any]]]]:
     """The report's profile section (``sections/profile.j2``): per model and axis, each step and its verdict.
 
@@ -71,7 +73,7 @@ def profile_panels(tables: Mapping[str, pd.DataFrame],
         (title, rows) per model and axis, rows with ``step``, the shift numbers and ``verdict``; empty when
         the comparison has no profile for ``measure``.
     """
-    profile = tables.get("profile")
+    profile = tables.profile
     if profile is None or profile.empty:
         return []
     panels = []

@@ -7,13 +7,14 @@
 - ``divergence_noise`` (:mod:`prism.compare.divergence_noise`): where two models differ beyond both models'
   noise, with two or more runs.
 
-:func:`readout_tables` is what :func:`prism.compare.core.build_tables` calls; each table becomes
+:func:`readout_tables` is what :func:`prism.compare.build.build_tables` calls; each table becomes
 ``comparison/<name>.csv``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -24,17 +25,24 @@ from prism.compare.sensitivity_axes import sensitivity_axes_table
 from prism.compare.tables import ModelCells, Pair
 from prism.stats.shifts import Embed
 
-READOUTS = ("scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise")
+
+class Readouts(NamedTuple):
+    """The read-out tables (``divergence_noise`` is None with one run)."""
+
+    scorecard: pd.DataFrame
+    sensitivity_axes: pd.DataFrame
+    measure_agreement: pd.DataFrame
+    divergence_noise: pd.DataFrame | None
 
 
-def readout_tables(models: Sequence[ModelCells], tables: Mapping[str, pd.DataFrame], baseline: str,
+def readout_tables(models: Sequence[ModelCells], shifts: pd.DataFrame, baseline: str,
                    measures: Sequence[str], pairs: Sequence[Pair], *, n_boot: int, n_permutations: int,
-                   seed: int, embed: Embed | None = None) -> dict[str, pd.DataFrame]:
-    """The read-out tables of the compared runs, from their cells and the shifts table in ``tables``.
+                   seed: int, embed: Embed | None = None) -> Readouts:
+    """The read-out tables of the compared runs, from their cells and the shifts table.
 
     Args:
         models: The compared runs.
-        tables: The tables built so far (``shifts`` is read).
+        shifts: The shifts table (:func:`prism.compare.noise.shifts_table`).
         baseline: The baseline condition.
         measures: The shift measures used.
         pairs: The pairs of runs of the cross-model tables.
@@ -43,11 +51,9 @@ def readout_tables(models: Sequence[ModelCells], tables: Mapping[str, pd.DataFra
         seed: Every resample's seed.
         embed: Texts -> embeddings, for ``embedding_cosine``.
     """
-    shifts = tables["shifts"]
-    found = {"scorecard": scorecard_table(models, baseline, n_boot=n_boot, seed=seed),
-             "sensitivity_axes": sensitivity_axes_table(models, shifts),
-             "measure_agreement": measure_agreement_table(shifts, measures)}
-    if len(models) >= 2:
-        found["divergence_noise"] = divergence_noise_table(pairs, measures, n_boot=n_boot,
-                                                           n_permutations=n_permutations, seed=seed, embed=embed)
-    return found
+    scorecard = scorecard_table(models, baseline, n_boot=n_boot, seed=seed)
+    axes = sensitivity_axes_table(models, shifts)
+    agreement = measure_agreement_table(shifts, measures)
+    noise = (divergence_noise_table(pairs, measures, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
+                                    embed=embed) if len(models) >= 2 else None)
+    return Readouts(scorecard, axes, agreement, noise)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from prism import formatting
 from prism.stats.basics import SIGNIFICANCE
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ReadoutTables
 
 # Scorecard rows the terminal prints (the CSV has them all).
 SCORECARD_ROWS = 40
@@ -90,22 +92,22 @@ def format_divergence_noise(table: pd.DataFrame) -> str:
     return "\n".join([render_table(shown), *_notes(table)])
 
 
-def format_readouts(tables: Mapping[str, pd.DataFrame], n_boot: int) -> list[str]:
+def format_readouts(tables: ReadoutTables, n_boot: int) -> list[str]:
     """The read-out sections of the terminal output, in order (empty for tables the comparison lacks)."""
     parts: list[str] = []
-    if "scorecard" in tables and len(tables["scorecard"]):
+    if tables.scorecard is not None and len(tables.scorecard):
         parts += ["", f"Scorecard (comparison/scorecard.csv): each metric with its 95% bootstrap interval over "
-                      f"questions (B={n_boot}); 'all' pools the conditions:", format_scorecard(tables["scorecard"])]
-    if "sensitivity_axes" in tables and len(tables["sensitivity_axes"]):
+                      f"questions (B={n_boot}); 'all' pools the conditions:", format_scorecard(tables.scorecard)]
+    if tables.sensitivity_axes is not None and len(tables.sensitivity_axes):
         parts += ["", "Axes ranked by their largest excess (comparison/sensitivity_axes.csv), per model and measure; "
-                      "shifts = steps that shift / steps:", format_axes(tables["sensitivity_axes"])]
-    if "measure_agreement" in tables:
+                      "shifts = steps that shift / steps:", format_axes(tables.sensitivity_axes)]
+    if tables.measure_agreement is not None:
         parts += ["", "Do the measures find the same shifts? (comparison/measure_agreement.csv): steps both, only "
                       "one or neither measure call a shift, Cohen's kappa of the verdicts:",
-                  format_measure_agreement(tables["measure_agreement"])]
-    if "divergence_noise" in tables and len(tables["divergence_noise"]):
+                  format_measure_agreement(tables.measure_agreement)]
+    if tables.divergence_noise is not None and len(tables.divergence_noise):
         parts += ["", "Divergence beyond noise (comparison/divergence_noise.csv): cross-model difference minus the "
                       "mean of both models' own difference between repetitions;\nBEYOND NOISE = excess > 0 with Holm p "
                       f"< {SIGNIFICANCE} over the pair's conditions:",
-                  format_divergence_noise(tables["divergence_noise"])]
+                  format_divergence_noise(tables.divergence_noise)]
     return parts

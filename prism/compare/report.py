@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -32,6 +32,9 @@ from prism.formatting import NO_KEY, number, p_value
 from prism.parsing import UNKNOWN_METHODS
 from prism.run.names import LoggedRun
 from prism.stats.basics import SIGNIFICANCE
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ComparisonTables
 
 REPORT_HTML = "report.html"
 # A summary point is made of parts: ("text", s), ("strong", s) or ("ci", value, low, high, signed).
@@ -58,7 +61,7 @@ def run_description(runs: Sequence[LoggedRun]) -> str:
             "tables and figures, everything needed to reproduce the runs, and what PRISM does not claim.")
 
 
-def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequence[Path],
+def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
                  context: ReportContext) -> Path:
     """Write ``report.html`` into ``out`` and return its path.
 
@@ -78,13 +81,14 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
     runs = [item.run for item in context.evidence]
     dataset = _common(runs, "dataset.name")
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
-    probabilities = "readings" in tables and len(tables["readings"]) > 0
+    n_differences = len(tables.differences) if tables.differences is not None else 0
+    probabilities = tables.readings is not None and len(tables.readings) > 0
     present = [anchor for anchor, _ in sections.SECTIONS
-               if (anchor != "differences" or "differences" in tables)
+               if (anchor != "differences" or tables.differences is not None)
                and (anchor != "answer-readings" or probabilities)]
-    groups = sections.difference_groups(tables["differences"], {k: v for item in context.evidence
+    groups = sections.difference_groups(tables.differences, {k: v for item in context.evidence
                                                                  for k, v in item.questions.items()}) \
-        if "differences" in tables else None
+        if tables.differences is not None else None
     text = render(
         "report.html.j2", title=title, csp=None, stylesheet=None,
         subtitle=f"Comparison run {context.run_id} · experiment {context.experiment_id} · made "
@@ -92,7 +96,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  f"(commit {context.git_commit[:12]})",
         nav=sections.navigation(present), mismatches=context.mismatches,
         points=summary_points(tables, context, numbers, readings),
-        coverage=coverage_lines(tables.get("question_sets", pd.DataFrame())), notes=context.notes,
+        coverage=coverage_lines(tables.question_sets), notes=context.notes,
         cards=sections.reading_cards(numbers, readings), rules=sections.pattern_rules(THRESHOLDS),
         sensitivity_models=sections.sensitivity_models(tables), baseline=context.baseline, significance=SIGNIFICANCE,
         figures={"accuracy": sections.figure_uri(figures, "accuracy_heatmap.png"),
@@ -100,20 +104,20 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
                  "divergence": sections.figure_uri(figures, "divergence_matrix.png"),
                  "profile": sections.figure_uri(figures, PROFILE_PNG)},
         profile_panels=profile_panels(tables),
-        role_rows=tables["roles"].to_dict("records") if len(tables.get("roles", ())) else [],
-        role_note=roles_note(tables["roles"]) if len(tables.get("roles", ())) else "",
-        divergence_pairs=sections.divergence_pairs(tables) if "divergence" in tables else None,
+        role_rows=tables.roles.to_dict("records") if len(tables.roles) else [],
+        role_note=roles_note(tables.roles) if len(tables.roles) else "",
+        divergence_pairs=sections.divergence_pairs(tables) if tables.divergence is not None else None,
         no_pairs=("No two compared runs are on the same frozen question set, so no cells pair: see the summary "
                   "for which tables hold which runs." if len(runs) >= 2 else
                   "One run was compared: there is no other model to diverge from."),
-        difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
-        total_differences=len(tables.get("differences", ())),
+        difference_groups=groups, listed=min(n_differences, sections.TOP_DIFFERENCES),
+        total_differences=n_differences,
         pairing_note=pairing_note(tables), cap_note=cap_note(tables),
         runs=runs, setup_rows=sections.setup_rows(context.evidence), problems=sections.problems(context.evidence),
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
         method_items=sections.method_items(context.n_boot, context.seed), not_claimed=sections.NOT_CLAIMED,
         sampling=sections.sampling_used(context.evidence), run_id=context.run_id,
-        readout=readout_context(tables), anchor=anchor, power_rows=power_section(tables),
+        readout=readout_context(tables.readouts()), anchor=anchor, power_rows=power_section(tables),
         two_readings=two_readings_section(tables, context) if probabilities else None,
     )
     path = out / REPORT_HTML
@@ -121,14 +125,14 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
     return path
 
 
-def two_readings_section(tables: Mapping[str, pd.DataFrame], context: ReportContext) -> dict[str, Any]:
+def two_readings_section(tables: ComparisonTables, context: ReportContext) -> dict[str, Any]:
     """The readings section's values (:mod:`prism.compare.two_readings`), from readings.csv and its parted cells."""
     from prism.compare import two_readings
 
-    parted = tables["reading_disagreements"]
-    cloze = tables.get("cloze_disagreements")
+    parted = tables.reading_disagreements if tables.reading_disagreements is not None else pd.DataFrame()
+    cloze = tables.cloze_disagreements
     questions = {k: v for item in context.evidence for k, v in item.questions.items()}
-    rows = two_readings.report_rows(tables["readings"])
+    rows = two_readings.report_rows(tables.readings if tables.readings is not None else pd.DataFrame())
     return {"rows": rows,
             "cells": two_readings.parted(parted.to_dict("records"), questions), "total": len(parted),
             "measures": two_readings.shown_measures(rows), "keyed": two_readings.KEYED, "baseline": context.baseline,
@@ -139,13 +143,13 @@ def two_readings_section(tables: Mapping[str, pd.DataFrame], context: ReportCont
             "cloze_whole_in": "comparison/cloze_disagreements.csv"}
 
 
-def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, numbers: Sequence[ModelNumbers],
+def summary_points(tables: ComparisonTables, context: ReportContext, numbers: Sequence[ModelNumbers],
                    readings: Sequence[Reading]) -> list[list[Part]]:
     """The few sentences a reader needs first: what was compared, how each model reads, how they differ."""
     runs = [item.run for item in context.evidence]
     n_questions = int(max((item.metrics.get("n_questions", 0.0) for item in context.evidence), default=0))
     conditions = ", ".join(runs[0].conditions) if runs else ""
-    question_sets = tables.get("question_sets", pd.DataFrame())
+    question_sets = tables.question_sets if tables.question_sets is not None else pd.DataFrame()
     if len(question_sets) > 1:
         where = "; ".join(f"{row['dataset']} ({row['dataset_type']}, {row['n_questions']} questions): {row['runs']}"
                           for row in question_sets.to_dict("records"))
@@ -156,7 +160,7 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
                    f"each asked under the conditions {conditions}")
     points: list[list[Part]] = [[("text", f"{opening}; {context.baseline} is the baseline. Numbers are proportions "
                                           "with 95% intervals in brackets.")]]
-    sensitivity = tables["sensitivity"]
+    sensitivity = tables.sensitivity
     for item, model, reading in zip(context.evidence, numbers, readings, strict=True):
         rows = sensitivity[sensitivity["model"] == model.label]
         others = rows[rows["condition"] != rows["baseline"]]
@@ -193,8 +197,8 @@ def summary_points(tables: Mapping[str, pd.DataFrame], context: ReportContext, n
                       ("ci", top["flip_rate"], top["flip_ci_low"], top["flip_ci_high"], False),
                       ("text", f" (Holm-adjusted McNemar p = {p_value(top['mcnemar_p_holm'])}).")]
         points.append(parts)
-    if "divergence" in tables:
-        pooled = tables["divergence"][tables["divergence"]["condition"] == "all"]
+    if tables.divergence is not None:
+        pooled = tables.divergence[tables.divergence["condition"] == "all"]
         for row in pooled.itertuples(index=False):
             points.append([("text", f"{row.model_a} and {row.model_b} give different answers in "),
                            ("ci", row.disagreement, row.disagreement_ci_low, row.disagreement_ci_high, False),

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -40,6 +40,9 @@ from prism.run.names import (
     LoggedRun,
 )
 from prism.stats.basics import SIGNIFICANCE
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ComparisonTables
 
 # How many cells of the differences table the page lists (the CSV has them all).
 TOP_DIFFERENCES = 12
@@ -144,17 +147,17 @@ def figure_uri(figures: Sequence[Path], name: str) -> str | None:
     return "data:image/png;base64," + base64.b64encode(found[0].read_bytes()).decode("ascii")
 
 
-def sensitivity_models(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, list[dict[str, Any]]]]:
+def sensitivity_models(tables: ComparisonTables) -> list[tuple[str, list[dict[str, Any]]]]:
     """Per model, its sensitivity rows with the accuracy interval and whether the Holm p is significant.
 
     Each row's ``no_key`` says the run's items have no answer key: its accuracy, delta and McNemar test
     are "n/a (no answer key)" on the page, not undefined.
     """
     intervals = {(str(r["model"]), str(r["condition"])): (r["ci_low"], r["ci_high"])
-                 for r in tables["accuracy"].to_dict("records")}
-    keyless = keyless_labels(tables["accuracy"])
+                 for r in tables.accuracy.to_dict("records")}
+    keyless = keyless_labels(tables.accuracy)
     models = []
-    for model, rows in tables["sensitivity"].groupby("model", sort=False):
+    for model, rows in tables.sensitivity.groupby("model", sort=False):
         shown = []
         for r in _records(rows):
             low, high = intervals.get((str(model), str(r["condition"])), (None, None))
@@ -165,16 +168,18 @@ def sensitivity_models(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, li
     return models
 
 
-def divergence_pairs(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+def divergence_pairs(tables: ComparisonTables) -> list[tuple[str, str, list[dict[str, Any]]]]:
     """Per pair of models, its divergence rows (each marked ``pooled`` when it is the row over all conditions).
 
     ``no_key`` marks the rows of a pair with a run whose items have no answer key: who is right does not
     exist there, so the four right/wrong counts are "n/a (no answer key)".
     """
-    keyless = keyless_labels(tables["accuracy"]) if "accuracy" in tables else set()
+    if tables.divergence is None:
+        return []
+    keyless = keyless_labels(tables.accuracy)
     return [(str(a), str(b), [{**r, "pooled": r["condition"] == POOLED, "no_key": bool({str(a), str(b)} & keyless)}
                               for r in _records(rows)])
-            for (a, b), rows in tables["divergence"].groupby(["model_a", "model_b"], sort=False)]
+            for (a, b), rows in tables.divergence.groupby(["model_a", "model_b"], sort=False)]
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -15,12 +15,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from prism.conditions.axes import Axis
 from prism.stats import basics
+
+if TYPE_CHECKING:
+    from prism.compare.comparison_tables import ComparisonTables
 
 SENSITIVITY_COLUMNS = ("model", "condition", "baseline", "accuracy", "delta_accuracy", "delta_ci_low",
                        "delta_ci_high", "mcnemar_p", "mcnemar_p_holm", "flip_rate", "flip_ci_low", "flip_ci_high",
@@ -399,16 +403,17 @@ def _difference_rows(a: ModelCells, b: ModelCells, cells: pd.DataFrame, pair_ind
     })
 
 
-def pairing_note(tables: Mapping[str, pd.DataFrame]) -> str:
+def pairing_note(tables: ComparisonTables) -> str:
     """Which pairs of runs the divergence and differences tables hold, read off the divergence table.
 
     Empty for runs on several question sets: :func:`prism.compare.groups.coverage_lines` says it per set.
     """
-    divergence = tables.get("divergence")
-    if divergence is None or divergence.empty or len(tables.get("question_sets", ())) > 1:
+    divergence = tables.divergence
+    several_sets = tables.question_sets is not None and len(tables.question_sets) > 1
+    if divergence is None or divergence.empty or several_sets:
         return ""
     pairs = list(dict.fromkeys(zip(divergence["model_a"], divergence["model_b"], strict=True)))
-    n_models = tables["sensitivity"]["model"].nunique() if "sensitivity" in tables else len(pairs) + 1
+    n_models = tables.sensitivity["model"].nunique()
     firsts = {a for a, _ in pairs}
     if n_models >= 3 and len(pairs) == n_models - 1 and len(firsts) == 1:
         return (f"Each run is compared with the reference run {next(iter(firsts))} ({len(pairs)} pairs, "
@@ -417,9 +422,9 @@ def pairing_note(tables: Mapping[str, pd.DataFrame]) -> str:
     return f"{len(pairs)} pair(s) of runs compared ({'every pair' if n_models >= 3 else 'one pair'})."
 
 
-def cap_note(tables: Mapping[str, pd.DataFrame]) -> str:
+def cap_note(tables: ComparisonTables) -> str:
     """How many differing cells there are and how many the differences table lists (its per-pair cap)."""
-    counts = tables.get("difference_counts")
+    counts = tables.difference_counts
     if counts is None or counts.empty:
         return ""
     differing, listed = int(counts["differing"].sum()), int(counts["listed"].sum())

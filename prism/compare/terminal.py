@@ -13,6 +13,7 @@ import pandas as pd
 
 from prism import formatting
 from prism.compare.by_type import format_consistency_by_type
+from prism.compare.comparison_tables import size
 from prism.compare.core import ComparisonResult
 from prism.compare.groups import coverage_lines
 from prism.compare.readouts_text import format_readouts, render_table
@@ -242,7 +243,7 @@ def format_comparison(result: ComparisonResult) -> str:
     parts = [f"Compared {len(result.runs)} run(s):", format_runs(result.runs)]
     if result.notes:
         parts += ["", "NOTE: ordered scales shown out of their order:", *[f"  - {note}" for note in result.notes]]
-    coverage = coverage_lines(tables.get("question_sets", pd.DataFrame()))
+    coverage = coverage_lines(tables.question_sets)
     if coverage:
         parts += ["", coverage[0], *[f"  - {line}" for line in coverage[1:]]]
     if result.mismatches:
@@ -252,42 +253,42 @@ def format_comparison(result: ComparisonResult) -> str:
                   f"(B={result.n_boot}),\nexact McNemar p with Holm within each model, conditions ranked by effect; "
                   "detectable = the |delta| the test\nhad 80% power to find at its Holm level (no change larger was "
                   "missed with more than 20% chance):",
-              format_sensitivity(tables["sensitivity"], keyless_models(tables["accuracy"]))]
-    if "divergence" in tables:
+              format_sensitivity(tables.sensitivity, keyless_models(tables.accuracy))]
+    if tables.divergence is not None:
         parts += ["", "Cross-model divergence: UNKNOWN is an answer of its own, 'all' pools the shared conditions,\n"
                       "excess = disagreement - mean of the models' own across-condition disagreement:",
-                  format_divergence(tables["divergence"])]
+                  format_divergence(tables.divergence)]
         note = pairing_note(tables)
         if note:
             parts.append(note)
-        differences = tables["differences"]
+        differences = tables.differences if tables.differences is not None else pd.DataFrame()
         parts += ["", f"Where the models differ most ({len(differences)} listed differing cells in "
                       "comparison/differences.csv with prompts and full responses):"]
         if cap_note(tables):
             parts.append(cap_note(tables))
         parts.append(format_differences(differences) if len(differences) else "  (nowhere: every answer agrees)")
-    if "shifts" in tables and len(tables["shifts"]):
+    if len(tables.shifts):
         parts += ["", f"Shifts against {result.baseline} (comparison/shifts.csv): between = mean difference of cross "
                       "pairs, within = the model's\nown difference between repetitions, excess = between - within "
                       f"with a 95% two-level bootstrap interval (B={result.n_boot});\none-sided permutation p, Holm "
                       "over each model's steps per measure; SHIFT = excess > 0 and p_holm < "
                       f"{SIGNIFICANCE}:",
-                  format_shifts(tables["shifts"])]
-        if tables["shifts"]["measure"].nunique() > 1:
-            parts += ["", format_agreement(tables["shifts"])]
-    if "profile" in tables and len(tables["profile"]):
+                  format_shifts(tables.shifts)]
+        if tables.shifts["measure"].nunique() > 1:
+            parts += ["", format_agreement(tables.shifts)]
+    if len(tables.profile):
         parts += ["", "Profiles (comparison/profile.csv): each axis's steps in value order -- from the baseline on a "
                       "nominal axis,\nfrom the previous value on an ordered one; FIRST SHIFT marks the first value "
-                      "where the measure shifts:", format_profile(tables["profile"])]
-    if "roles" in tables and len(tables["roles"]):
+                      "where the measure shifts:", format_profile(tables.profile)]
+    if len(tables.roles):
         from prism.compare.role_tables import roles_note
 
         parts += ["", "Roles (comparison/roles.csv): causal when a step moves the correct answer of some question, "
                       "invariant otherwise;\nexpected = causal and shifted, missed = causal, no shift, spurious = "
                       "invariant and shifted, stable = invariant, no shift;\nfollowed = share of a causal step's "
-                      "answers that are its new correct option. " + roles_note(tables["roles"]),
-                  format_roles(tables["roles"])]
-    readings = tables.get("readings")
+                      "answers that are its new correct option. " + roles_note(tables.roles),
+                  format_roles(tables.roles)]
+    readings = tables.readings
     with_probs = readings[readings["n_label_probs"] > 0] if readings is not None and len(readings) else None
     if with_probs is not None and len(with_probs):
         from prism.compare.label_prob_tables import format_readings
@@ -295,7 +296,7 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Two readings (runs with generation.label_probs=true): parsed accuracy beside the accuracy of "
                       "the likeliest first token's option,\nagreement of the two where both exist, label mass, mean TV "
                       f"distance to {result.baseline}'s option distribution; the "
-                      f"{len(tables['reading_disagreements'])} cells where they part are in "
+                      f"{size(tables.reading_disagreements)} cells where they part are in "
                       "comparison/reading_disagreements.csv:", format_readings(with_probs)]
     with_cloze = readings[readings["n_cloze"].notna()] if readings is not None and len(readings) else None
     if with_cloze is not None and len(with_cloze):
@@ -304,29 +305,29 @@ def format_comparison(result: ComparisonResult) -> str:
         parts += ["", "Three readings (runs with generation.cloze=true; comparison/readings.csv): parsed, label "
                       "probabilities (labelp) and the cloze reading (acc, acc_norm as lm-evaluation-harness scores "
                       "them),\nand agreement of the parsed and cloze answers; the "
-                      f"{len(tables['cloze_disagreements'])} cells where they part are in "
+                      f"{size(tables.cloze_disagreements)} cells where they part are in "
                       "comparison/cloze_disagreements.csv:",
                   format_cloze_readings(with_cloze)]
-    parts += format_readouts(tables, result.n_boot)
-    if "rank_robustness" in tables:
+    parts += format_readouts(tables.readouts(), result.n_boot)
+    if True:
         from prism.compare.rank_robustness import rank_note
 
         parts += ["", "Ranking over the prompts (comparison/rank_robustness.csv): questions and one condition "
                       "resampled together;\nP(a > b) = share of resamples where a is more accurate, rank intervals "
-                      "95%, flips = conditions where b beats a:", format_ranks(tables["rank_robustness"]),
-                  rank_note(tables["rank_robustness"])]
-    if "gee_wald" in tables:
+                      "95%, flips = conditions where b beats a:", format_ranks(tables.rank_robustness),
+                  rank_note(tables.rank_robustness)]
+    if True:
         parts += ["", "Clustered model (comparison/gee_wald.csv): consistency with the baseline's modal answer, "
                       "global Wald chi-square per effect,\np from Hotelling's T-squared reference over the question "
-                      "clusters:", format_gee(tables["gee_wald"])]
-    by_dataset = tables.get("gee_by_dataset")
+                      "clusters:", format_gee(tables.gee_wald)]
+    by_dataset = tables.gee_by_dataset
     if by_dataset is not None and by_dataset["dataset"].nunique() > 1:
         parts += ["", "Within each dataset (comparison/gee_by_dataset.csv): the same model on model and the "
                       "condition term:", format_gee_by_dataset(by_dataset)]
-    if "consistency_by_type" in tables and len(tables["consistency_by_type"]):
+    if len(tables.consistency_by_type):
         parts += ["", "Mean consistency with the baseline's answer per family and dataset type "
                       "(comparison/consistency_by_type.csv; n_ = questions):",
-                  format_consistency_by_type(tables["consistency_by_type"])]
+                  format_consistency_by_type(tables.consistency_by_type)]
     parts += ["", f"Comparison run {result.run_id} (experiment id {result.experiment_id}); files in "
                   f"{result.output_dir / 'comparison'}",
               f"Report page: {result.output_dir / 'comparison' / 'report.html'} (also in the run's artifacts)",

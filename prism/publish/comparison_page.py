@@ -19,16 +19,16 @@ def comparison_page(item: ComparisonEvidence, evidence: Sequence[RunEvidence], t
     """The comparison's page: its read-outs, every number linked to the cells behind it."""
     from prism.compare.readout_sections import READOUT_SECTIONS, readout_context
     from prism.publish.board import slug
-    from prism.publish.ranks import TABLE, rank_rows, rank_summary
+    from prism.publish.ranks import rank_rows, rank_summary
     from prism.render import render
 
     runs = {e.run.run_id: e.run.model for e in evidence}
     heading = comparison_heading(item, evidence)
     ranks = rank_rows(item)  # comparison/rank_robustness.csv, when the comparison logged it
-    sections = (*READOUT_SECTIONS, ("ranking", "Ranking over the prompts")) if TABLE in item.tables \
+    sections = (*READOUT_SECTIONS, ("ranking", "Ranking over the prompts")) if item.tables.rank_robustness is not None \
         else READOUT_SECTIONS
     return render("site/comparison.html.j2", **common, title=f"{heading} · {common['site'].title}",
                   stylesheet="../style.css", heading=heading, item=item, r=readout_context(item.tables), slug=slug,
                   trace=trace, sections=sections, compared=[(r, runs.get(r, "")) for r in item.compared],
                   run_page=lambda run_id: f"../runs/{slug(run_id)}.html", ranks=ranks,
-                  rank_summary=rank_summary(ranks) if TABLE in item.tables else "")
+                  rank_summary=rank_summary(ranks) if item.tables.rank_robustness is not None else "")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from prism.compare.comparison_tables import ReadoutTables
 from prism.compare.evidence import RunEvidence
 from prism.compare.select import CompareError, download
 from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
@@ -24,8 +25,7 @@ from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
 log = logging.getLogger(__name__)
 
 # The tables a comparison page reads (``comparison/<name>.csv``); the read-outs and what they rest on.
-TABLES = ("sensitivity", "shifts", "scorecard", "sensitivity_axes", "measure_agreement", "divergence_noise",
-          "rank_robustness")
+TABLES = ReadoutTables.names()
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,13 @@ class ComparisonEvidence:
     Attributes:
         run: Its params and tags.
         compared: The run ids it compared, in its order.
-        tables: Its read-out tables by name (those it logged).
+        tables: Its read-out tables (None where it logged none).
         problems: What could not be read, said on the page.
     """
 
     run: LoggedRun
     compared: tuple[str, ...]
-    tables: Mapping[str, pd.DataFrame]
+    tables: ReadoutTables
     problems: tuple[str, ...] = ()
 
     @property
@@ -85,7 +85,7 @@ def read_comparisons(runs: Sequence[LoggedRun], uri: str | None) -> list[Compari
                                     "that table existed lacks it")
             for problem in problems:
                 log.warning("site, comparison %s: %s", run.run_id, problem)
-            found.append(ComparisonEvidence(run, _compared(run), tables, tuple(problems)))
+            found.append(ComparisonEvidence(run, _compared(run), ReadoutTables.from_files(tables), tuple(problems)))
     return found
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from prism.publish.comparisons import ComparisonEvidence
 from prism.run.names import PARAM_COMPARED_MODELS, PARAM_COMPARED_RUN_IDS
 
-TABLE = "rank_robustness"
 # Its text columns, shown as text (empty, not "nan", where the CSV had nothing).
 _TEXT_COLUMNS = ("model_a", "model_b", "dataset", "condition_set", "flips_at")
 
@@ -51,7 +50,7 @@ def rank_marks(comparisons: Sequence[ComparisonEvidence]) -> dict[str, RankMark]
     """Run id -> its rank mark, from the comparisons' rank_robustness tables (later comparisons win)."""
     marks: dict[str, RankMark] = {}
     for item in comparisons:
-        table = item.tables.get(TABLE)
+        table = item.tables.rank_robustness
         if table is None or table.empty:
             continue
         ids = [i for i in str(item.run.param(PARAM_COMPARED_RUN_IDS)).split(",") if i]
@@ -83,7 +82,7 @@ def rank_rows(item: ComparisonEvidence) -> list[dict[str, object]]:
     Each row keeps the table's columns, with ``robust`` read back as a bool and ``run_a``/``run_b`` the runs of
     ``model_a``/``model_b`` (by the comparison's logged models and run ids; empty when a label is not found).
     """
-    table = item.tables.get(TABLE)
+    table = item.tables.rank_robustness
     if table is None or table.empty:
         return []
     ids = [i for i in str(item.run.param(PARAM_COMPARED_RUN_IDS)).split(",") if i]

@@ -188,7 +188,7 @@ def hand_kappa(a: list[str], b: list[str]) -> float:
 
 
 def test_sensitivity_equals_hand_computed_values(store: Store) -> None:
-    table = store.first.tables["sensitivity"]  # type: ignore[attr-defined]
+    table = store.first.tables.sensitivity  # type: ignore[attr-defined]
     assert list(table.columns) == list(SENSITIVITY_COLUMNS)
     for model, script in (("alpha", ALPHA), ("beta", BETA)):
         expected = by_hand_sensitivity(store.questions, script)
@@ -222,7 +222,7 @@ def test_sensitivity_equals_hand_computed_values(store: Store) -> None:
 
 
 def test_divergence_equals_hand_computed_values(store: Store) -> None:
-    table = store.first.tables["divergence"]  # type: ignore[attr-defined]
+    table = store.first.tables.divergence  # type: ignore[attr-defined]
     assert list(table.columns) == list(DIVERGENCE_COLUMNS)
     assert list(table["condition"]) == [*CONDITIONS, "all"]
     a, b = answers(store.questions, ALPHA), answers(store.questions, BETA)
@@ -266,7 +266,7 @@ def test_divergence_equals_hand_computed_values(store: Store) -> None:
 
 
 def test_differences_list_the_evidence_where_models_differ_most(store: Store) -> None:
-    diff = store.first.tables["differences"]  # type: ignore[attr-defined]
+    diff = store.first.tables.differences  # type: ignore[attr-defined]
     a, b = answers(store.questions, ALPHA), answers(store.questions, BETA)
     differing = {cell for cell in a if cell in b and a[cell] != b[cell]}
     assert {(r.question_id, r.condition) for r in diff.itertuples()} == differing
@@ -314,10 +314,10 @@ def test_filters_select_models_and_sweeps(store: Store) -> None:
     assert [r.run_id for r in only_beta.runs] == [store.ids["beta"]]
     # One run: no cross-model table; sensitivity, accuracy, and its shifts, profiles, roles and clustered models,
     # and the read-outs of one model (no divergence beyond noise); rank_robustness is always written, empty here.
-    assert set(only_beta.tables) == {"sensitivity", "accuracy", "shifts", "profile", "roles", "gee_wald", "scorecard",
-                                     "sensitivity_axes", "measure_agreement", "gee_by_dataset",
-                                     "consistency_by_type", "rank_robustness"}
-    assert only_beta.tables["rank_robustness"].empty
+    assert {name for name, _ in only_beta.tables.items()} == {
+        "sensitivity", "accuracy", "shifts", "profile", "roles", "gee_wald", "scorecard", "sensitivity_axes",
+        "measure_agreement", "gee_by_dataset", "consistency_by_type", "rank_robustness"}
+    assert only_beta.tables.rank_robustness.empty
     assert store.compare(f"filters.sweep={store.sweep}", name="sweep").runs[1].run_id == store.ids["beta"]
     with pytest.raises(CompareError, match="no FINISHED run of model delta"):
         store.compare("filters.models=[beta,delta]", name="missing")
@@ -341,9 +341,9 @@ def test_runs_on_different_question_sets_are_compared_without_pairing_their_cell
     data = store.client().get_run(result.run_id).data
     assert data.tags["prism.allow_mismatch"] == "false" and data.tags["prism.question_set_sha256"] == "mixed"
     # Each run is in the per-run tables; no cell pairs across question sets.
-    assert list(dict.fromkeys(result.tables["sensitivity"]["model"])) == ["gamma", "alpha"]
-    assert not {"divergence", "differences", "difference_counts"} & set(result.tables)
-    sets = result.tables["question_sets"]
+    assert list(dict.fromkeys(result.tables.sensitivity["model"])) == ["gamma", "alpha"]
+    assert not {"divergence", "differences", "difference_counts"} & {name for name, _ in result.tables.items()}
+    sets = result.tables.question_sets
     assert list(sets["runs"]) == ["gamma", "alpha"] and list(sets["pairs"]) == [0, 0]
     page = (store.root / "two-sets" / "comparison" / "report.html").read_text(encoding="utf-8")
     assert 'id="coverage"' in page and "no cells pair" in page
@@ -450,6 +450,7 @@ def cells(rows: list[tuple[str, str, int, str | None, str]]) -> pd.DataFrame:
 
 def test_repetitions_pair_by_index_and_a_missing_baseline_is_refused() -> None:
     from prism.compare.build import build_tables
+    from prism.compare.comparison_plan import ComparisonPlan
     from prism.compare.tables import ModelCells
 
     rows = [
@@ -459,14 +460,15 @@ def test_repetitions_pair_by_index_and_a_missing_baseline_is_refused() -> None:
         ("q2", "P0", 1, "C", "C"),                               # rep 1 of P1 failed: no pair
     ]
     model = ModelCells("m", "run-m", ("P0", "P1"), cells(rows))
-    row = build_tables([model], "P0", n_boot=200, seed=0)["sensitivity"].set_index("condition").loc["P1"]
+    tables = build_tables([model], ComparisonPlan(baseline="P0", n_boot=200, seed=0))
+    row = tables.sensitivity.set_index("condition").loc["P1"]
     # Three pairs (q1 r0, q1 r1, q2 r0): one flip, one discordant pair (baseline right only).
     assert row["flip_rate"] == pytest.approx(1 / 3)
     assert row["delta_accuracy"] == pytest.approx(-1 / 3)
     assert row["mcnemar_p"] == 1.0  # binomial(1, 1/2): a single discordant pair proves nothing
     assert row["accuracy"] == 0.0
     with pytest.raises(CompareError, match="baseline condition 'P9' is not among m's conditions"):
-        build_tables([model], "P9", n_boot=10, seed=0)
+        build_tables([model], ComparisonPlan(baseline="P9", n_boot=10, seed=0))
 
 
 def test_question_rows_is_the_groupby_of_the_questions_and_takes_no_rows() -> None:

@@ -124,20 +124,20 @@ def test_compare_runs_the_measure_everywhere_the_others_go_and_logs_the_model(tm
                            "permutations=200", "measures=[answer,token_jaccard,embedding_cosine]", "pairs=all",
                            f"embedding.cache={cache}", "embedding.batch_size=16"])
     result = compare(cfg, output_dir=tmp_path / "cmp")
-    shifts = result.tables["shifts"]
+    shifts = result.tables.shifts
     alpha = shifts[shifts["model"] == "alpha"].pivot(index="to_condition", columns="measure", values="shift")
     # P1 changes the answers (and so the texts), P2 only adds a sentence, P3 and P4 nothing: the meaning
     # measure sees what the wording measure sees on these planted steps.
     assert alpha["embedding_cosine"].to_dict() == {"P1": True, "P2": True, "P3": False, "P4": False}
     assert alpha["embedding_cosine"].to_dict() == alpha["token_jaccard"].to_dict()
-    agreement = result.tables["measure_agreement"]
+    agreement = result.tables.measure_agreement
     pair = agreement[(agreement["model"] == "alpha") & (agreement["measure_a"] == "answer")
                      & (agreement["measure_b"] == "embedding_cosine")]
     assert pair[["both", "only_a", "only_b", "neither"]].values.tolist() == [[1, 0, 1, 2]]
     for name in ("profile", "roles", "divergence_noise", "sensitivity_axes"):
-        table = result.tables[name]
+        table = getattr(result.tables, name)
         assert "embedding_cosine" in set(table["measure"]), name
-    noise = result.tables["divergence_noise"]
+    noise = result.tables.divergence_noise
     assert noise.loc[noise["measure"] == "embedding_cosine", "excess"].notna().all()
     page = (result.output_dir / "comparison" / "report.html").read_text(encoding="utf-8")
     assert "embedding_cosine" in page

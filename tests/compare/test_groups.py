@@ -81,27 +81,27 @@ def comparison(runs: dict[str, Any], name: str, *overrides: str) -> Any:
 
 
 def pairs_of(result: Any) -> set[tuple[str, str]]:
-    return set(zip(result.tables["divergence"]["model_a"], result.tables["divergence"]["model_b"], strict=True))
+    return set(zip(result.tables.divergence["model_a"], result.tables.divergence["model_b"], strict=True))
 
 
 def test_runs_on_two_datasets_are_compared_and_only_runs_on_one_question_set_pair(runs: dict[str, Any]) -> None:
     result = comparison(runs, "reference")
     assert result.mismatches == []  # the question sets and the subjective template suffix differ, nothing else
     labels = ["alpha@arc_challenge", "beta@arc_challenge", "gamma", "alpha@custom", "beta@custom"]
-    assert list(dict.fromkeys(result.tables["sensitivity"]["model"])) == labels
-    assert list(dict.fromkeys(result.tables["accuracy"]["model"])) == labels
-    assert set(result.tables["shifts"]["model"]) == set(labels)
+    assert list(dict.fromkeys(result.tables.sensitivity["model"])) == labels
+    assert list(dict.fromkeys(result.tables.accuracy["model"])) == labels
+    assert set(result.tables.shifts["model"]) == set(labels)
     # pairs=reference within each question set: the first run given there is its reference.
     assert pairs_of(result) == {("alpha@arc_challenge", "beta@arc_challenge"), ("alpha@arc_challenge", "gamma"),
                                 ("alpha@custom", "beta@custom")}
-    assert set(zip(result.tables["differences"]["model_a"], result.tables["differences"]["model_b"],
+    assert set(zip(result.tables.differences["model_a"], result.tables.differences["model_b"],
                    strict=True)) <= pairs_of(result)
-    sets = result.tables["question_sets"]
+    sets = result.tables.question_sets
     assert sets[["dataset", "dataset_type", "n_questions", "pairs"]].values.tolist() == [
         ["arc_challenge", "objective", N, 2], ["custom", "subjective", N, 1]]
     assert list(sets["reference"]) == ["alpha@arc_challenge", "alpha@custom"]
     # Keyless survey runs: no accuracy, their flip rates computed.
-    survey = result.tables["sensitivity"][result.tables["sensitivity"]["model"].str.endswith("@custom")]
+    survey = result.tables.sensitivity[result.tables.sensitivity["model"].str.endswith("@custom")]
     assert survey["accuracy"].isna().all() and survey["flip_rate"].notna().all()
 
     text = format_comparison(result)
@@ -122,12 +122,12 @@ def test_pairs_all_and_a_named_reference_hold_within_each_question_set(runs: dic
     assert pairs_of(named) == {("gamma", "alpha@arc_challenge"), ("gamma", "beta@arc_challenge"),
                                ("alpha@custom", "beta@custom")}
     # The per-run tables do not depend on the pairing.
-    pd.testing.assert_frame_equal(every.tables["sensitivity"], named.tables["sensitivity"])
+    pd.testing.assert_frame_equal(every.tables.sensitivity, named.tables.sensitivity)
 
 
 def test_both_fits_find_the_planted_dataset_type_effect(runs: dict[str, Any]) -> None:
     result = comparison(runs, "fits")
-    wald = result.tables["gee_wald"]
+    wald = result.tables.gee_wald
     assert list(dict.fromkeys(wald["fit"])) == ["dataset", "dataset_type"]
     tested = wald[wald["chi2"].notna()].set_index(["fit", "effect"])
     # Treatment coding: the main effect is the type's effect at the reference model and condition (alpha, P1,
@@ -144,7 +144,7 @@ def test_both_fits_find_the_planted_dataset_type_effect(runs: dict[str, Any]) ->
     assert list(dict.fromkeys(by_dataset["dataset"])) == ["arc_challenge", "custom"]
     assert set(by_dataset.loc[by_dataset["chi2"].notna(), "effect"]) >= {"model", "condition"}
 
-    table = result.tables["consistency_by_type"].set_index(["model", "family"])
+    table = result.tables.consistency_by_type.set_index(["model", "family"])
     assert list(table.columns) == ["objective", "subjective", "difference", "n_objective", "n_subjective"]
     # By hand from the scripts: each question's 4 conditions against its baseline (one family), averaged.
     for kind in ("objective", "subjective"):

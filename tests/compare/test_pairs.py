@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from prism.compare.build import build_tables
+from prism.compare.comparison_plan import ComparisonPlan
 from prism.compare.core import _pairing, headline_metrics
 from prism.compare.select import CompareError, Selection
 from prism.compare.tables import ModelCells, cap_note, model_pairs, pairing_note
@@ -61,30 +62,30 @@ def test_reference_pairs_put_one_run_against_each_other() -> None:
 
 
 def test_a_reference_pair_has_the_same_rows_as_in_all_pairs() -> None:
-    ref = build_tables(MODELS, "P0", n_boot=50, seed=0, pairs="reference", reference="run2")
-    every = build_tables(MODELS, "P0", n_boot=50, seed=0, pairs="all")
-    assert list(dict.fromkeys(zip(ref["divergence"]["model_a"], ref["divergence"]["model_b"], strict=True))) == [
+    ref = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=50, seed=0, pairs="reference", reference="run2"))
+    every = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=50, seed=0, pairs="all"))
+    assert list(dict.fromkeys(zip(ref.divergence["model_a"], ref.divergence["model_b"], strict=True))) == [
         ("m2", "m1"), ("m2", "m3"), ("m2", "m4")]
-    assert len(every["divergence"]) == 6 * (len(CONDITIONS) + 1)
+    assert len(every.divergence) == 6 * (len(CONDITIONS) + 1)
     # m2 vs m3 is a pair of both; its statistics do not depend on which other pairs are made.
-    a = ref["divergence"].query("model_b == 'm3'").reset_index(drop=True)
-    b = every["divergence"].query("model_a == 'm2' and model_b == 'm3'").reset_index(drop=True)
+    a = ref.divergence.query("model_b == 'm3'").reset_index(drop=True)
+    b = every.divergence.query("model_a == 'm2' and model_b == 'm3'").reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b)
-    listed = set(map(tuple, ref["differences"][["model_a", "model_b"]].to_numpy()))
+    listed = set(map(tuple, ref.differences[["model_a", "model_b"]].to_numpy()))
     assert listed == {("m2", "m1"), ("m2", "m3"), ("m2", "m4")}
     for name in ("sensitivity", "accuracy", "condition_disagreement", "shifts", "gee_wald"):
-        pd.testing.assert_frame_equal(ref[name], every[name], obj=name)
+        pd.testing.assert_frame_equal(getattr(ref, name), getattr(every, name), obj=name)
 
 
 @pytest.mark.parametrize("pairs", ["reference", "all"])
 def test_capped_differences_give_exactly_the_uncapped_statistics(pairs: str) -> None:
     cap = 7
-    capped = build_tables(MODELS, "P0", n_boot=50, seed=0, pairs=pairs, max_per_pair=cap)
-    whole = build_tables(MODELS, "P0", n_boot=50, seed=0, pairs=pairs, max_per_pair=None)
-    for name in set(whole) - {"differences", "difference_counts"}:
-        pd.testing.assert_frame_equal(capped[name], whole[name], obj=name)
+    capped = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=50, seed=0, pairs=pairs, max_per_pair=cap))
+    whole = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=50, seed=0, pairs=pairs, max_per_pair=None))
+    for name in {name for name, _ in whole.items()} - {"differences", "difference_counts"}:
+        pd.testing.assert_frame_equal(getattr(capped, name), getattr(whole, name), obj=name)
     assert headline_metrics(capped, 40) == headline_metrics(whole, 40)
-    counts, whole_counts = capped["difference_counts"], whole["difference_counts"]
+    counts, whole_counts = capped.difference_counts, whole.difference_counts
     assert counts["differing"].tolist() == whole_counts["differing"].tolist()
     assert (whole_counts["listed"] == whole_counts["differing"]).all()
     assert counts["listed"].tolist() == [min(n, cap) for n in counts["differing"]]
@@ -92,23 +93,23 @@ def test_capped_differences_give_exactly_the_uncapped_statistics(pairs: str) -> 
     assert counts["max_per_pair"].tolist() == [cap] * len(counts) and whole_counts["max_per_pair"].isna().all()
     # Each pair lists the first `cap` of its own uncapped cells: those where the question differs most.
     key = ["model_a", "model_b", "question_id", "condition", "repetition"]
-    for (a, b), rows in capped["differences"].groupby(["model_a", "model_b"], sort=False):
-        full = whole["differences"][(whole["differences"]["model_a"] == a) & (whole["differences"]["model_b"] == b)]
+    for (a, b), rows in capped.differences.groupby(["model_a", "model_b"], sort=False):
+        full = whole.differences[(whole.differences["model_a"] == a) & (whole.differences["model_b"] == b)]
         assert len(rows) == cap
         assert rows["question_disagreement"].min() >= full["question_disagreement"].iloc[cap - 1]
         merged = rows[key].merge(full, on=key, how="left", indicator=True)
         assert (merged["_merge"] == "both").all()
-    assert capped["differences"]["question_disagreement"].is_monotonic_decreasing
+    assert capped.differences["question_disagreement"].is_monotonic_decreasing
 
 
 def test_the_notes_say_what_the_tables_hold() -> None:
-    tables = build_tables(MODELS, "P0", n_boot=20, seed=0, pairs="reference", max_per_pair=3)
+    tables = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=20, seed=0, pairs="reference", max_per_pair=3))
     assert "compared with the reference run m1 (3 pairs, pairs=reference" in pairing_note(tables)
-    differing = int(tables["difference_counts"]["differing"].sum())
+    differing = int(tables.difference_counts["differing"].sum())
     note = cap_note(tables)
     assert f"{differing} paired cells differ over 3 pair(s); 9 are listed, at most 3 per pair" in note
     assert f"the other {differing - 9} are counted" in note
-    every = build_tables(MODELS, "P0", n_boot=20, seed=0, pairs="all", max_per_pair=None)
+    every = build_tables(MODELS, ComparisonPlan(baseline="P0", n_boot=20, seed=0, pairs="all", max_per_pair=None))
     assert pairing_note(every).startswith("6 pair(s) of runs compared (every pair)")
     assert "no cap" in cap_note(every)
 

@@ -113,7 +113,7 @@ def hand_interval(values: pd.Series, questions: pd.Series, n_boot: int, seed: in
 
 
 def test_scorecard_intervals_match_an_independent_recomputation(scenario: dict[str, Any]) -> None:
-    card = scenario["result"].tables["scorecard"].set_index(["model", "condition", "metric"])
+    card = scenario["result"].tables.scorecard.set_index(["model", "condition", "metric"])
     for model in ("alpha", "other"):
         scored = pd.read_json(scenario["runs"][model].output_dir / "results" / "scored.jsonl", lines=True)
         for condition in ("P0", "P1"):
@@ -136,7 +136,7 @@ def test_scorecard_intervals_match_an_independent_recomputation(scenario: dict[s
 
 
 def test_measure_agreement_on_the_planted_steps_is_what_was_planted(scenario: dict[str, Any]) -> None:
-    shifts = scenario["result"].tables["shifts"]
+    shifts = scenario["result"].tables.shifts
     alpha = shifts[shifts["model"] == "alpha"].pivot(index="to_condition", columns="measure", values="shift")
     # P1 changes the answers (and so the texts), P2 only the words, P3 and P4 nothing.
     assert alpha.to_dict("index") == {
@@ -144,7 +144,7 @@ def test_measure_agreement_on_the_planted_steps_is_what_was_planted(scenario: di
         "P2": {"answer": False, "token_jaccard": True, "edit_distance": True},
         "P3": {"answer": False, "token_jaccard": False, "edit_distance": False},
         "P4": {"answer": False, "token_jaccard": False, "edit_distance": False}}
-    table = scenario["result"].tables["measure_agreement"]
+    table = scenario["result"].tables.measure_agreement
     table = table.set_index(["model", "measure_a", "measure_b"]).sort_index()
     answer_text = table.loc[("alpha", "answer", "token_jaccard")]
     assert answer_text[["steps", "both", "only_a", "only_b", "neither"]].tolist() == [4, 1, 0, 1, 2]
@@ -159,7 +159,7 @@ def test_measure_agreement_on_the_planted_steps_is_what_was_planted(scenario: di
 
 
 def test_divergence_beyond_noise_separates_a_different_model_from_a_noisy_twin(scenario: dict[str, Any]) -> None:
-    table = scenario["result"].tables["divergence_noise"]
+    table = scenario["result"].tables.divergence_noise
     answer = table[table["measure"] == "answer"].set_index(["model_a", "model_b", "condition"])
     different, twin = answer.loc[("alpha", "other", "P0")], answer.loc[("alpha", "twin", "P0")]
     assert different["excess_ci_low"] > 0 and bool(different["beyond_noise"])
@@ -172,11 +172,11 @@ def test_divergence_beyond_noise_separates_a_different_model_from_a_noisy_twin(s
 
 
 def test_axes_are_ranked_per_model_and_measure(scenario: dict[str, Any]) -> None:
-    axes = scenario["result"].tables["sensitivity_axes"]
+    axes = scenario["result"].tables.sensitivity_axes
     alpha = axes[(axes["model"] == "alpha") & (axes["measure"] == "answer")]
     assert alpha[["rank", "axis", "n_steps", "n_shifts", "statistic", "to_condition"]].values.tolist() == [
         [1, "instruction", 4, 1, "excess", "P1"]]
-    shifts = scenario["result"].tables["shifts"].set_index(["model", "measure", "to_condition"])
+    shifts = scenario["result"].tables.shifts.set_index(["model", "measure", "to_condition"])
     assert alpha["largest"].iloc[0] == shifts.loc[("alpha", "answer", "P1"), "excess"]
 
 
@@ -187,11 +187,11 @@ def test_runs_without_repetitions_say_there_is_no_noise_to_subtract(scenario: di
     ids = ",".join(runs[m].run_id for m in ("alpha", "other"))
     result = compare(compose_compare([f"tracking.uri=sqlite:///{root}/mlflow.db", f"runs=[{ids}]", "bootstrap=50",
                                       "permutations=50"]), output_dir=root / "cmp")
-    noise = result.tables["divergence_noise"]
+    noise = result.tables.divergence_noise
     assert len(noise) == len(CONDITIONS) and noise["excess"].isna().all() and noise["p"].isna().all()
     assert noise["between"].notna().all()
     assert noise["note"].tolist() == [NOISE_NOTE.format(who="alpha and other")] * len(CONDITIONS)
-    agreement = result.tables["measure_agreement"]  # one measure: one row per model and the pooled one
+    agreement = result.tables.measure_agreement  # one measure: one row per model and the pooled one
     assert agreement[["model", "measure_a", "steps", "shifts_a"]].values.tolist() == [
         ["alpha", "answer", 4, 0], ["other", "answer", 4, 0], ["all", "answer", 8, 0]]
     assert all(ONE_MEASURE in note and NO_REPETITIONS in note for note in agreement["note"])

@@ -224,7 +224,7 @@ def test_tables_and_summary_are_on_the_page(report: dict[str, Any]) -> None:
     for heading in ("Summary", "Condition sensitivity against P0", "Divergence between models",
                     "Where the models differ most", "Reproduce and compare", "Prompt templates"):
         assert heading in text
-    pooled = tables["divergence"][tables["divergence"]["condition"] == "all"].iloc[0]
+    pooled = tables.divergence[tables.divergence["condition"] == "all"].iloc[0]
     assert (f"{pooled['disagreement']:.2f} [{pooled['disagreement_ci_low']:.2f}, "
             f"{pooled['disagreement_ci_high']:.2f}]") in text
     assert "With 8 questions the 95% intervals are wide" in text

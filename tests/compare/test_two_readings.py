@@ -128,7 +128,7 @@ def test_the_report_shows_both_readings_per_model_and_condition(made: dict[str, 
     tree = parse(result.output_dir / "comparison" / "report.html")
     assert any(a.get("href") == "#answer-readings" for a in tree.iter("a"))
     rows = table_rows(section(tree), "readings")
-    readings = result.tables["readings"].set_index(["model", "condition"])
+    readings = result.tables.readings.set_index(["model", "condition"])
     # Only the run with probabilities has rows, one per condition.
     assert [(r.get("data-model"), r.get("data-condition")) for r in rows] == [("probs", c) for c in
                                                                              ("P0", "P1", "P2", "P3", "P4")]
@@ -145,7 +145,7 @@ def test_the_report_shows_both_readings_per_model_and_condition(made: dict[str, 
 
 def test_the_report_lists_where_the_readings_part_with_the_raw_responses(made: dict[str, Any]) -> None:
     result = made["both"]
-    parted = result.tables["reading_disagreements"]
+    parted = result.tables.reading_disagreements
     assert len(parted) and (parted["likelihood_answer"] == "A").all()  # the habit prefers A, the text the key
     tree = parse(result.output_dir / "comparison" / "report.html")
     part = section(tree)
@@ -166,7 +166,7 @@ def test_the_report_lists_where_the_readings_part_with_the_raw_responses(made: d
 
 def test_a_run_without_an_answer_key_has_no_accuracy_in_either_reading(made: dict[str, Any]) -> None:
     result = made["keyless"]
-    readings = result.tables["readings"]
+    readings = result.tables.readings
     assert readings["accuracy"].isna().all() and readings["likelihood_accuracy"].isna().all()
     assert readings["reading_agreement"].notna().all()
     rows = table_rows(section(parse(result.output_dir / "comparison" / "report.html")), "readings")
@@ -221,7 +221,7 @@ def test_the_site_shows_both_readings_as_the_logged_metrics(made: dict[str, Any]
 def test_the_site_lists_where_the_readings_part_and_a_run_without_them_has_no_section(made: dict[str, Any]) -> None:
     tree = run_page(made, "probs")
     rows = table_rows(section(tree), "parted")
-    parted = made["both"].tables["reading_disagreements"]
+    parted = made["both"].tables.reading_disagreements
     assert len(rows) == min(len(parted), 12)
     assert {(r.get("data-question"), r.get("data-condition")) for r in rows} <= set(
         zip(parted["question_id"], parted["condition"], strict=True))

@@ -67,13 +67,13 @@ def dose(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Any:
 
 
 def test_ordered_axis_steps_go_from_each_level_to_the_next(dose: Any) -> None:
-    shifts = dose.tables["shifts"].set_index("to_condition")
+    shifts = dose.tables.shifts.set_index("to_condition")
     assert shifts["from_condition"].to_dict() == {"P1": "P0", "typos_1": "P1", "typos_2": "typos_1",
                                                   "typos_4": "typos_2", "typos_8": "typos_4"}
 
 
 def test_the_dose_profile_marks_the_planted_first_shifting_level(dose: Any) -> None:
-    profile = dose.tables["profile"]
+    profile = dose.tables.profile
     assert list(profile.columns) == list(PROFILE_COLUMNS)
     typo = profile[profile["axis"] == "typo_dose"]
     assert typo["scale"].unique().tolist() == ["ordinal"]
@@ -161,7 +161,7 @@ def _terms(table: pd.DataFrame) -> dict[str, str]:
 def test_a_planted_interaction_between_two_grid_axes_is_found_by_the_interaction_term(
         tmp_path: Path, data_dir: Path) -> None:
     comparison = _grid_run(tmp_path, data_dir, effect=-1.5, seed=1)
-    table = comparison.tables["gee_wald"]
+    table = comparison.tables.gee_wald
     terms = _terms(table)
     assert set(terms) == PLANNED  # every planned term has its own row, fitted or dropped with its reason
     assert {t for t, v in terms.items() if v == "fitted"} == {"labels", "option_order", "labels:option_order"}
@@ -172,7 +172,7 @@ def test_a_planted_interaction_between_two_grid_axes_is_found_by_the_interaction
     assert fitted.loc["labels:option_order", "p"] < 0.01
     assert any("the grid's axes labels, option_order with two-way interactions" in e for e in table["effect"])
     # Both grid axes have a profile of four steps from the baseline, per measure.
-    profile = comparison.tables["profile"]
+    profile = comparison.tables.profile
     assert profile.groupby("axis")["to"].apply(list).to_dict() == {"labels": ["numbers", "roman"],
                                                                   "option_order": ["reverse", "rotate"]}
     assert set(profile["from_condition"]) == {"P0"}

@@ -110,7 +110,7 @@ def test_imported_runs_compare_and_publish(imported: dict[str, Any]) -> None:
                                         f"runs=[{a},{b}]", "baseline=arc_local_gen"]), CompareConfig)
     result = compare(cfg, output_dir=imported["root"] / "cmp")
     assert (imported["root"] / "cmp" / "comparison" / "report.html").is_file()
-    assert set(result.tables["scorecard"]["model"]) == {"smollm2", "smollm2-again"}
+    assert set(result.tables.scorecard["model"]) == {"smollm2", "smollm2-again"}
     register()
     site = publish(to_schema(compose("publish", [f"tracking.uri={imported['uri']}",
                                                  f"publish.out={imported['root'] / 'site'}", f"runs=[{a},{b}]"]),

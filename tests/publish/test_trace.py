@@ -146,7 +146,7 @@ def test_the_comparison_page_renders_the_rank_table_of_its_comparison(built: dic
     tree = parse(page)
     (section,) = [e for e in tree.iter("section") if e.get("id") == "ranking"]
     assert "#ranking" in [a.get("href") for a in tree.iter("a")]  # the page's own navigation
-    table = built["comparison"].tables["rank_robustness"]
+    table = built["comparison"].tables.rank_robustness
     rows = [tr for tr in section.iter("tr") if tr.get("data-pair-rank")]
     assert len(rows) == len(table) == 1
     expected = table.iloc[0]

@@ -83,14 +83,14 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Any:
 
 
 def _readings(comparison: Any) -> dict[tuple[str, str], str]:
-    roles = comparison.tables["roles"]
+    roles = comparison.tables.roles
     answer = roles[roles["measure"] == "answer"]
     return {(m, c): r for m, c, r in zip(answer["model"], answer["to_condition"], answer["reading"], strict=True)}
 
 
 def test_roles_come_from_the_keys_and_each_reading_is_the_planted_one(scenario: Any) -> None:
     _, comparison, _ = scenario
-    roles = comparison.tables["roles"]
+    roles = comparison.tables.roles
     assert list(roles.columns) == list(ROLE_COLUMNS)
     role = dict(zip(roles["to_condition"], roles["role"], strict=False))
     assert role == {NUMBERS: "invariant", MISSING: "causal", BOTH: "causal"}
@@ -106,7 +106,7 @@ def test_roles_come_from_the_keys_and_each_reading_is_the_planted_one(scenario: 
 
 def test_followed_is_the_share_of_answers_that_moved_to_the_new_key(scenario: Any) -> None:
     _, comparison, _ = scenario
-    roles = comparison.tables["roles"]
+    roles = comparison.tables.roles
     causal = roles[(roles["role"] == "causal") & (roles["measure"] == "answer")].set_index(["model", "to_condition"])
     assert (causal["followed_n"] == N * R).all()
     assert (causal.xs("ignorer")["followed"] == 0.0).all()

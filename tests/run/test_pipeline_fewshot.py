@@ -98,14 +98,14 @@ def test_compare_reads_the_shots_profile_and_the_families_from_shots_4(replay_ov
     cfg = to_schema(compose("compare", [f"tracking.uri=sqlite:///{workdir}/mlflow.db", f"runs=[{original.run_id}]",
                                         "baseline=P1", "bootstrap=50", "permutations=50"]), CompareConfig)
     result = compare(cfg, output_dir=workdir / "cmp")
-    steps = {(r.from_condition, r.to_condition) for r in result.tables["shifts"].itertuples()}
+    steps = {(r.from_condition, r.to_condition) for r in result.tables.shifts.itertuples()}
     assert {("P1", "shots_1"), ("shots_1", "shots_2"), ("shots_2", "shots_4"), ("shots_4", "shots_8"),
             ("shots_4", "shots_4_reversed"), ("shots_4", "shots_4_shuffled"), ("shots_4", "shots_4_draw2"),
             ("shots_4", "shots_4_draw3"), ("shots_4", "shots_4_multiturn")} == steps
-    roles = result.tables["roles"]
+    roles = result.tables.roles
     assert set(roles["axis"]) == {"shots", "shot_order", "shot_draw", "shot_turns"}
     assert set(roles["role"]) == {"invariant"}
-    profile = result.tables["profile"]
+    profile = result.tables.profile
     shots = profile[(profile["axis"] == "shots") & (profile["measure"] == "answer")]
     assert list(shots["to_condition"]) == ["shots_1", "shots_2", "shots_4", "shots_8"]
     assert set(shots["scale"]) == {"ordinal"}

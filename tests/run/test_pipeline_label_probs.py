@@ -134,16 +134,16 @@ def test_compare_mixes_runs_with_and_without_probabilities_and_shows_both_readin
                                       "permutations=50", f"runs=[{with_probs.run_id},{without.run_id}]",
                                       "measures=[answer,prob_tv]"]), output_dir=workdir / "cmp")
     assert not result.mismatches  # label_probs is not a comparability key
-    readings = result.tables["readings"]
+    readings = result.tables.readings
     assert set(readings["model"]) == {"probs"}  # only the run that has probabilities
     p0 = readings[readings["condition"] == "P0"].iloc[0]
     assert p0["likelihood_accuracy"] == pytest.approx(with_probs.metrics["likelihood_accuracy/P0"])
     assert p0["accuracy"] == pytest.approx(with_probs.metrics["accuracy/P0"])
-    shifts = result.tables["shifts"]
+    shifts = result.tables.shifts
     assert set(shifts.loc[shifts["measure"] == "prob_tv", "model"]) == {"probs"}
     tv = shifts[(shifts["measure"] == "prob_tv") & (shifts["to_condition"] == "reverse")].iloc[0]
     assert tv["between"] == pytest.approx(with_probs.metrics["mean_prob_tv/reverse"])
-    parted = result.tables["reading_disagreements"]
+    parted = result.tables.reading_disagreements
     assert len(parted) and (parted["answer"] != parted["likelihood_answer"]).all()
     assert (workdir / "cmp" / "comparison" / "readings.csv").is_file()
 

@@ -137,13 +137,13 @@ def test_compare_reads_turns_as_an_invariant_family_tested_from_p1(replay_overri
     cfg = to_schema(compose("compare", [f"tracking.uri=sqlite:///{workdir}/mlflow.db", f"runs=[{original.run_id}]",
                                         "baseline=P1", "bootstrap=50", "permutations=50"]), CompareConfig)
     result = compare(cfg, output_dir=workdir / "cmp")
-    roles = result.tables["roles"]  # one row per step of the turns axis, from P1, each invariant
+    roles = result.tables.roles  # one row per step of the turns axis, from P1, each invariant
     assert {(r.axis, r.from_condition, r.to_condition, r.role) for r in roles.itertuples()} == {
         ("turns", "P1", c, "invariant") for c in CONDITIONS[1:]}
-    sensitivity = result.tables["sensitivity"].set_index("condition")
+    sensitivity = result.tables.sensitivity.set_index("condition")
     assert set(sensitivity["baseline"]) == {"P1"}
     # The replay answers A under P1 and B under every system-turn condition: each flips every question.
     assert all(sensitivity.loc[c, "flip_rate"] == 1.0 for c in CONDITIONS[1:])
-    shifts = result.tables["shifts"]
+    shifts = result.tables.shifts
     assert {(r.axis, r.from_condition, r.to_condition) for r in shifts.itertuples()} == {
         ("turns", "P1", c) for c in CONDITIONS[1:]}

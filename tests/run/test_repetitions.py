@@ -129,7 +129,7 @@ def comparison(sampled: dict[str, Any]) -> Any:
 
 
 def test_shifts_equal_the_hand_computed_values_and_find_the_planted_shifts(comparison: Any) -> None:
-    table = comparison.tables["shifts"]
+    table = comparison.tables.shifts
     assert list(table.columns) == list(SHIFT_COLUMNS)
     assert set(table["axis"]) == {"prism"} and set(table["from_condition"]) == {"P0"}
     assert table["measure"].tolist() == ["answer"] * 4 + ["token_jaccard"] * 4 + ["edit_distance"] * 4
@@ -152,7 +152,7 @@ def test_shifts_equal_the_hand_computed_values_and_find_the_planted_shifts(compa
 def test_gee_table_and_files_in_the_comparison_run(comparison: Any, sampled: dict[str, Any]) -> None:
     import mlflow
 
-    gee = comparison.tables["gee_wald"]
+    gee = comparison.tables.gee_wald
     assert list(gee.columns) == list(FIT_COLUMNS) and set(gee["fit"]) == {"dataset"}
     fitted = gee[gee["chi2"].notna()]
     assert fitted["effect"].tolist() == ["condition"] and fitted["df"].tolist() == [3.0]
@@ -174,7 +174,7 @@ def test_gee_table_and_files_in_the_comparison_run(comparison: Any, sampled: dic
 def test_one_repetition_reports_between_with_its_interval_and_no_p(sampled: dict[str, Any]) -> None:
     cfg = compose_compare([f"tracking.uri={sampled['uri']}", f"runs=[{sampled['three'].run_id}]", "bootstrap=50",
                            "permutations=20"])
-    three = compare(cfg, output_dir=sampled["root"] / "cmp3").tables["shifts"]
+    three = compare(cfg, output_dir=sampled["root"] / "cmp3").tables.shifts
     assert three["within"].notna().all()  # three repetitions still have a within
     from prism.compare.noise import shifts_table
     from prism.compare.tables import ModelCells
