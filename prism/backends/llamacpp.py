@@ -539,5 +539,6 @@ def _eval_rows(llm: Any, tokens: list[int], n_past: int) -> Any:
 # The backend's one entry: model.backend="llamacpp" finds its schema, factory and capabilities here.
 LLAMACPP = register_backend(BackendEntry(
     "llamacpp", LlamaCppModelConfig, LlamaCppBackend, keyed_settings=("n_ctx", "chat"),
-    capabilities=frozenset({"label_probs", "system_turn", "count_tokens", "plain", "cloze"}),
+    capabilities=frozenset({"label_probs", "system_turn", "count_tokens", "plain", "cloze", "context_window",
+                            "prompt_tokens"}),
 ))

@@ -513,5 +513,5 @@ class OpenAIBackend(RemoteBackend):
 # The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
 OPENAI = register_backend(BackendEntry(
     "openai", OpenAIModelConfig, OpenAIBackend, keyed_settings=("chat",),
-    capabilities=frozenset({"label_probs", "system_turn", "endpoints", "plain", "cloze"}),
+    capabilities=frozenset({"label_probs", "system_turn", "endpoints", "plain", "cloze", "context_window"}),
 ))

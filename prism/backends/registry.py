@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from prism.backends.base import Backend, BackendError
 from prism.config import ModelConfig
+from prism.types import Prompt
 
 #: What a backend can do beyond generating text. ``label_probs``: the first reply token's probabilities
 #: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
@@ -34,8 +35,12 @@ from prism.config import ModelConfig
 #: the factory is a :class:`~prism.backends.remote.RemoteBackend` with an ``address_field``.
 #: ``plain``: it sends a prompt as plain text with no chat template (``model.chat=false``). ``cloze``: each
 #: option's continuation log-likelihood after the prompt (``generation.cloze``; a backend whose server may
-#: not give them has ``check_cloze()``).
-Capability = Literal["label_probs", "system_turn", "endpoints", "count_tokens", "plain", "cloze"]
+#: not give them has ``check_cloze()``). ``context_window``: it says the context its model was loaded or is
+#: served with (``context_window()``, None when a server does not say). ``prompt_tokens``: it counts a whole
+#: conversation's tokens as its chat template renders it (``prompt_tokens(prompt)``). The last two let a run
+#: refuse a prompt that does not fit before inference (:mod:`prism.run.context`).
+Capability = Literal["label_probs", "system_turn", "endpoints", "count_tokens", "plain", "cloze", "context_window",
+                     "prompt_tokens"]
 CAPABILITIES: tuple[str, ...] = get_args(Capability)
 
 
@@ -44,6 +49,22 @@ class TokenCountingBackend(Backend, Protocol):
 
     def count_tokens(self, text: str) -> int:
         """The number of tokens ``text`` is as a prompt of this model."""
+        ...
+
+
+class ContextWindowBackend(Backend, Protocol):
+    """A backend with the ``context_window`` capability."""
+
+    def context_window(self) -> int | None:
+        """The model's context in tokens, prompt and reply together; None when it is not known."""
+        ...
+
+
+class PromptTokensBackend(Backend, Protocol):
+    """A backend with the ``prompt_tokens`` capability."""
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        """Tokens of the whole conversation as the model's chat template renders it."""
         ...
 
 
@@ -89,9 +110,11 @@ class BackendEntry:
         if "label_probs" in self.capabilities and not hasattr(self.factory, "check_label_probs"):
             raise BackendError(f"backend {self.name!r} declares label_probs but its factory has no "
                                "check_label_probs(label_sets) method to refuse what it cannot read.")
-        if "count_tokens" in self.capabilities and not hasattr(self.factory, "count_tokens"):
-            raise BackendError(f"backend {self.name!r} declares count_tokens but its factory has no "
-                               "count_tokens(text) method.")
+        for capability, method in (("count_tokens", "count_tokens(text)"), ("context_window", "context_window()"),
+                                   ("prompt_tokens", "prompt_tokens(prompt)")):
+            if capability in self.capabilities and not hasattr(self.factory, method.split("(")[0]):
+                raise BackendError(f"backend {self.name!r} declares {capability} but its factory has no {method} "
+                                   "method.")
         if "endpoints" in self.capabilities and (not getattr(self.factory, "address_field", "")
                                                  or "endpoints" not in fields):
             raise BackendError(f"backend {self.name!r} declares endpoints but its schema has no endpoints field or "
@@ -257,6 +280,33 @@ def token_counter(backend: Backend, name: str) -> TokenCountingBackend | None:
         return None
     counter: TokenCountingBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
     return counter
+
+
+def context_window(backend: Backend, name: str) -> int | None:
+    """The context ``backend`` says (its entry declares ``context_window``), else None.
+
+    A pool of endpoints (:mod:`prism.backends.pool`) is not an instance of its entry's factory and says no
+    context: its prompts are not checked against one.
+    """
+    entry = backend_entries().get(name)
+    if entry is None or "context_window" not in entry.capabilities or not _made_by(entry, backend):
+        return None
+    sized: ContextWindowBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
+    return sized.context_window()
+
+
+def prompt_token_counter(backend: Backend, name: str) -> Callable[[Prompt], int] | None:
+    """``backend.prompt_tokens`` when its entry declares ``prompt_tokens``, else None (tokens are estimated)."""
+    entry = backend_entries().get(name)
+    if entry is None or "prompt_tokens" not in entry.capabilities or not _made_by(entry, backend):
+        return None
+    counter: PromptTokensBackend = backend  # type: ignore[assignment]  # declared by the entry, checked there
+    return counter.prompt_tokens
+
+
+def _made_by(entry: BackendEntry, backend: Backend) -> bool:
+    """Whether ``backend`` is what the entry's factory builds (a factory that is not a class: assumed so)."""
+    return not isinstance(entry.factory, type) or isinstance(backend, entry.factory)
 
 
 def require_plain(name: str, roles: Mapping[str, Iterable[str]]) -> None:

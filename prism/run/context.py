@@ -1,21 +1,20 @@
 """A prompt longer than the model's context is refused before inference, naming the condition and its tokens.
 
-Few-shot prompts (``conditions=fewshot``: eight demonstrations before an MMLU question) can outgrow a small
-context, and a server then cuts or refuses them one by one mid-run. The backend says its context when it knows
-it (``context_window()``: the embedded model's ``model.n_ctx``; a server whose model list gives one, e.g. vLLM's
-``max_model_len``). Tokens are counted by the backend's own tokenizer over the whole conversation as its chat
-template renders it (``prompt_tokens(prompt)``, the embedded model), else estimated as characters / 4 (the dry
-run's estimate; the message says so). Only prompts whose UTF-8 bytes could reach the limit are counted exactly (a
-token is at least one byte), so a run of short prompts costs nothing here.
+Few-shot prompts (``conditions=fewshot``: eight demonstrations before an MMLU question) can outgrow a small context,
+and a server then cuts or refuses them one by one mid-run. A backend whose registry entry declares
+``context_window`` says its context (the embedded model's ``model.n_ctx``; a server whose model list gives one, e.g.
+vLLM's ``max_model_len``). Tokens are counted by the backend's own tokenizer over the whole conversation as its chat
+template renders it when its entry declares ``prompt_tokens`` (the embedded model), else estimated as characters / 4
+(the dry run's estimate; the message says so). Only prompts whose UTF-8 bytes could reach the limit are counted
+exactly (a token is at least one byte), so a run of short prompts costs nothing here.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from prism.backends.base import Backend
 from prism.errors import ConfigError
 from prism.types import Prompt
 
@@ -35,11 +34,15 @@ def _byte_bound(prompt: Prompt) -> int:
     return sum(len(turn.content.encode("utf-8")) + TEMPLATE_BYTES_PER_TURN for turn in prompt.turns)
 
 
-def check_context(backend: Backend, prompts: Sequence[Prompt], max_tokens: int, where: str) -> None:
+def check_context(window: int | None, counter: Callable[[Prompt], int] | None, prompts: Sequence[Prompt],
+                  max_tokens: int, where: str) -> None:
     """Refuse the run when a prompt plus ``max_tokens`` generated tokens exceeds the backend's context.
 
     Args:
-        backend: The run's backend (after its identity was read: a server's context comes with its listing).
+        window: The context the backend says (:func:`prism.backends.registry.context_window`, read after its
+            identity: a server's context comes with its listing); None: nothing is checked.
+        counter: The backend's own count of a conversation's tokens
+            (:func:`prism.backends.registry.prompt_token_counter`); None: estimated from characters.
         prompts: Every prompt of the run.
         max_tokens: The most tokens a reply may take (``generation.max_tokens``).
         where: What to name the setting by (``model.n_ctx``, or the server).
@@ -47,20 +50,17 @@ def check_context(backend: Backend, prompts: Sequence[Prompt], max_tokens: int, 
     Raises:
         ContextError: Naming the condition, the question, the prompt's tokens and the limit, and how to fit it.
     """
-    window_of = getattr(backend, "context_window", None)
-    window = window_of() if callable(window_of) else None
     if not window:
         log.debug("the backend does not say its context; prompt lengths are not checked against it")
         return
     limit = int(window) - max_tokens
-    counter = getattr(backend, "prompt_tokens", None)
-    exact = callable(counter)
+    exact = counter is not None
     worst: tuple[int, Prompt] | None = None
     for prompt in prompts:
-        if exact:
+        if counter is not None:
             if _byte_bound(prompt) <= limit:
                 continue
-            tokens = int(counter(prompt))  # type: ignore[misc]  # callable checked above
+            tokens = int(counter(prompt))
         else:
             tokens = math.ceil(sum(len(turn.content) for turn in prompt.turns) / CHARS_PER_TOKEN)
         if tokens > limit and (worst is None or tokens > worst[0]):

@@ -22,8 +22,10 @@ from prism import __version__
 from prism.backends.base import Backend, Request
 from prism.backends.pool import EndpointCount, EndpointPool
 from prism.backends.registry import (
+    context_window,
     create_backend,
     keyed_settings,
+    prompt_token_counter,
     require_cloze,
     require_label_probs,
     require_plain,
@@ -291,7 +293,8 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
         if cfg.generation.cloze:
             require_cloze(backend, cfg.model.backend)
         identity = backend.identity()
-        check_context(backend, prompts, cfg.generation.max_tokens,
+        check_context(context_window(backend, cfg.model.backend), prompt_token_counter(backend, cfg.model.backend),
+                      prompts, cfg.generation.max_tokens,
                       "model.n_ctx" if hasattr(cfg.model, "n_ctx") else f"the {cfg.model.backend} server's")
         cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))

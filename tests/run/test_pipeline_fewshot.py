@@ -120,17 +120,9 @@ def test_a_dataset_without_a_pool_split_is_refused_before_inference(workdir: Pat
     assert not (workdir / "out" / "responses" / "responses.jsonl").exists()
 
 
-class Sized:
-    """A backend that says its context and counts a prompt's tokens as its characters (for the check alone)."""
-
-    def __init__(self, window: int | None) -> None:
-        self.window = window
-
-    def context_window(self) -> int | None:
-        return self.window
-
-    def prompt_tokens(self, prompt: Prompt) -> int:
-        return sum(len(turn.content) for turn in prompt.turns)
+def characters(prompt: Prompt) -> int:
+    """A token count of one token per character (for the check alone)."""
+    return sum(len(turn.content) for turn in prompt.turns)
 
 
 def prompt(condition: str, text: str, earlier: tuple[Turn, ...] = ()) -> Prompt:
@@ -140,11 +132,14 @@ def prompt(condition: str, text: str, earlier: tuple[Turn, ...] = ()) -> Prompt:
 def test_a_prompt_over_the_context_is_refused_naming_the_condition_and_its_tokens() -> None:
     short, long = prompt("P1", "x" * 100), prompt("shots_8", "y" * 500, (Turn("user", "z" * 400),
                                                                         Turn("assistant", "A")))
-    check_context(Sized(1024), [short, long], 64, "model.n_ctx")  # 901 + 64 fit
+    count = characters
+    check_context(1024, count, [short, long], 64, "model.n_ctx")  # 901 + 64 fit
     with pytest.raises(ContextError, match=r"condition 'shots_8' \(question 'q1'\) asks a prompt of 901 tokens .* "
                                            r"exceeds the context of 900 tokens \(model.n_ctx\)"):
-        check_context(Sized(900), [short, long], 64, "model.n_ctx")
-    check_context(Sized(None), [long], 64, "the server's")  # a context nobody says is not checked
+        check_context(900, count, [short, long], 64, "model.n_ctx")
+    check_context(None, count, [long], 64, "the server's")  # a context nobody says is not checked
+    with pytest.raises(ContextError, match=r"asks a prompt of 226 tokens \(estimated as characters / 4"):
+        check_context(900, None, [long], 700, "the server's")  # no tokenizer: estimated
 
 
 def test_a_server_listing_its_context_is_read() -> None:

@@ -22,7 +22,7 @@ from prism.conditions.perturbations import ops
 from prism.conditions.perturbations.variant import Attribute, Variant
 from prism.config import ModelConfig
 from prism.run.pipeline import run
-from prism.types import Completion, ModelIdentity
+from prism.types import Completion, ModelIdentity, Prompt
 
 
 @dataclass
@@ -137,6 +137,37 @@ def test_an_entry_that_cannot_work_is_refused_when_declared() -> None:
         registry.BackendEntry("bad", OneLabelModelConfig, OneLabelBackend, keyed_settings=("n_ctx",))
     with pytest.raises(registry.BackendError, match="check_label_probs"):
         registry.BackendEntry("bad", OneLabelModelConfig, OneLabelBackend, capabilities=frozenset({"label_probs"}))
+    for capability, method in (("context_window", "context_window()"), ("prompt_tokens", "prompt_tokens(prompt)")):
+        with pytest.raises(registry.BackendError, match=rf"declares {capability} but its factory has no "
+                                                        rf"{method.replace('(', '[(]').replace(')', '[)]')}"):
+            registry.BackendEntry("bad", OneLabelModelConfig, OneLabelBackend, capabilities=frozenset({capability}))
+
+
+class SizedBackend(OneLabelBackend):
+    """The one-label backend with a context of 64 tokens, counted one token a character."""
+
+    def context_window(self) -> int | None:
+        return 64
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        return len(prompt.text)
+
+
+def test_the_context_is_read_only_where_the_entry_declares_it(registered: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = OneLabelBackend(OneLabelModelConfig())
+    assert registry.context_window(backend, "one_label") is None  # it says no context
+    assert registry.prompt_token_counter(backend, "one_label") is None
+    sized = registry.BackendEntry("sized", OneLabelModelConfig, SizedBackend,
+                                  capabilities=frozenset({"context_window", "prompt_tokens"}))
+    monkeypatch.setitem(registry._ENTRIES, sized.name, sized)
+    made = SizedBackend(OneLabelModelConfig())
+    assert registry.context_window(made, "sized") == 64
+    counter = registry.prompt_token_counter(made, "sized")
+    assert counter is not None and counter(Prompt("q", "P0", "abc", ("A",), ("A",), ("x",), "A")) == 3
+    # Declared by the entry, yet an instance its factory did not build (a pool of endpoints) says nothing.
+    assert registry.context_window(backend, "sized") is None
+    assert registry.context_window(made, "one_label") is None  # one_label's entry does not declare it
 
 
 def test_an_op_name_taken_twice_is_refused(registered: None) -> None:
