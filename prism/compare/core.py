@@ -42,6 +42,18 @@ from prism.run.names import (
     CONFIG_ARTIFACT,
     FINISHED,
     KIND_COMPARISON,
+    PARAM_COMPARE_ALLOW_MISMATCH,
+    PARAM_COMPARE_BASELINE,
+    PARAM_COMPARE_BOOTSTRAP,
+    PARAM_COMPARE_FILTER_PREFIX,
+    PARAM_COMPARE_MAX_PER_PAIR,
+    PARAM_COMPARE_MEASURES,
+    PARAM_COMPARE_PAIRS,
+    PARAM_COMPARE_PERMUTATIONS,
+    PARAM_COMPARE_POWER_SIMULATIONS,
+    PARAM_COMPARE_REFERENCE,
+    PARAM_COMPARE_SEED,
+    PARAM_COMPARE_SELECTION,
     PARAM_COMPARED_MODELS,
     PARAM_COMPARED_RUN_IDS,
     RESPONSES_ARTIFACT,
@@ -456,15 +468,15 @@ def _params(runs: Sequence[LoggedRun], selection: Selection, plan: ComparisonPla
     params = {
         PARAM_COMPARED_RUN_IDS: ",".join(r.run_id for r in runs),
         PARAM_COMPARED_MODELS: ",".join(r.label for r in runs),
-        "selection": "runs" if selection.runs else "latest per model",
-        "baseline": plan.baseline,
-        "bootstrap": str(plan.n_boot),
-        "seed": str(plan.seed),
-        "allow_mismatch": str(allow_mismatch).lower(),
+        PARAM_COMPARE_SELECTION: "runs" if selection.runs else "latest per model",
+        PARAM_COMPARE_BASELINE: plan.baseline,
+        PARAM_COMPARE_BOOTSTRAP: str(plan.n_boot),
+        PARAM_COMPARE_SEED: str(plan.seed),
+        PARAM_COMPARE_ALLOW_MISMATCH: str(allow_mismatch).lower(),
     }
-    params.update({f"filter.{k}": v for k, v in selection.filters().items()})
-    params.update({"measures": ",".join(measures), "permutations": str(plan.permutations),
-                   "power_simulations": str(plan.power_simulations), "pairs": plan.pairs,
-                   "reference": plan.reference or "",
-                   "differences.max_per_pair": "null" if plan.max_per_pair is None else str(plan.max_per_pair)})
+    params.update({f"{PARAM_COMPARE_FILTER_PREFIX}{k}": v for k, v in selection.filters().items()})
+    params.update({PARAM_COMPARE_MEASURES: ",".join(measures), PARAM_COMPARE_PERMUTATIONS: str(plan.permutations),
+                   PARAM_COMPARE_POWER_SIMULATIONS: str(plan.power_simulations), PARAM_COMPARE_PAIRS: plan.pairs,
+                   PARAM_COMPARE_REFERENCE: plan.reference or "",
+                   PARAM_COMPARE_MAX_PER_PAIR: "null" if plan.max_per_pair is None else str(plan.max_per_pair)})
     return params

@@ -56,7 +56,7 @@ def run_description(runs: Sequence[LoggedRun]) -> str:
     """The comparison run's MLflow description (Markdown): what was compared and where the report is."""
     labels = [r.label for r in runs]
     named = " and ".join([", ".join(labels[:-1]), labels[-1]] if len(labels) > 2 else labels)
-    return (f"PRISM comparison of {named} on {_common(runs, 'dataset.name')}. "
+    return (f"PRISM comparison of {named} on {_common([r.dataset or '?' for r in runs])}. "
             f"The result page is **Artifacts → comparison/{REPORT_HTML}**: summary, readings per model, "
             "tables and figures, everything needed to reproduce the runs, and what PRISM does not claim.")
 
@@ -79,7 +79,7 @@ def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
     numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
     readings = [read_patterns(n) for n in numbers]
     runs = [item.run for item in context.evidence]
-    dataset = _common(runs, "dataset.name")
+    dataset = _common([r.dataset or "?" for r in runs])
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
     n_differences = len(tables.differences) if tables.differences is not None else 0
     probabilities = tables.readings is not None and len(tables.readings) > 0
@@ -156,7 +156,8 @@ def summary_points(tables: ComparisonTables, context: ReportContext, numbers: Se
         opening = (f"{len(runs)} runs on {len(question_sets)} frozen question sets -- {where} -- each asked under "
                    f"the conditions {conditions}")
     else:
-        opening = (f"{len(runs)} run(s) on the same {n_questions} frozen {_common(runs, 'dataset.name')} questions, "
+        dataset = _common([r.dataset or "?" for r in runs])
+        opening = (f"{len(runs)} run(s) on the same {n_questions} frozen {dataset} questions, "
                    f"each asked under the conditions {conditions}")
     points: list[list[Part]] = [[("text", f"{opening}; {context.baseline} is the baseline. Numbers are proportions "
                                           "with 95% intervals in brackets.")]]
@@ -211,6 +212,7 @@ def summary_points(tables: ComparisonTables, context: ReportContext, numbers: Se
     return points
 
 
-def _common(runs: Sequence[LoggedRun], key: str) -> str:
-    values = list(dict.fromkeys(r.params.get(key, "?") for r in runs))
+def _common(names: Sequence[str]) -> str:
+    """One name when every run has it, else each once, in order (``a / b``)."""
+    values = list(dict.fromkeys(names))
     return values[0] if len(values) == 1 else " / ".join(values)

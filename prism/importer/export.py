@@ -25,9 +25,13 @@ from typing import Any
 
 from prism.errors import PrismError
 from prism.run.names import (
+    CONFIG_ARTIFACT,
     KIND_COMPARISON,
     KIND_REPRODUCTION,
     KIND_RUN,
+    QUESTIONS_ARTIFACT,
+    RESPONSES_ARTIFACT,
+    SCORED_ARTIFACT,
     TAG_DATASET_VERSION,
     TAG_GIT_COMMIT,
     TAG_GIT_DIRTY,
@@ -60,15 +64,19 @@ class ExportError(PrismError, RuntimeError):
 
 @dataclass(frozen=True)
 class RunFiles:
-    """One run's params, tags and the artifacts the rows are made of, downloaded."""
+    """One run as logged (params and tags) and the artifacts the rows are made of, downloaded."""
 
-    run_id: str
-    params: Mapping[str, str]
-    tags: Mapping[str, str]
+    logged: LoggedRun
     scored: Path
     responses: Path
     frozen: Path
     resolved: Path | None
+
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.logged.run_id
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -88,7 +96,7 @@ def rows_of(run: RunFiles) -> list[dict[str, Any]]:
         question = questions.get(record["question_id"], {})
         turns = [*(raw.get("turns") or []), {"role": "user", "content": raw.get("prompt", "")}]
         row: dict[str, Any] = {
-            "run_id": run.run_id, "model": run.params.get("model.name", ""),
+            "run_id": run.run_id, "model": run.logged.model,
             "question": question.get("question"), "options": list(question.get("options") or []),
             "labels": list(question.get("labels") or []), "prompt": raw.get("prompt"),
             "prompt_turns": json.dumps(turns, ensure_ascii=False),
@@ -110,7 +118,7 @@ def card(runs: Sequence[RunFiles], n_rows: int, kind: str, source_id: str) -> st
     """The dataset card: a YAML header ``load_dataset`` reads, then the provenance of every run."""
     import yaml
 
-    datasets_ = sorted({r.params.get("dataset.name", "") for r in runs})
+    datasets_ = sorted({r.logged.dataset for r in runs})
     licences = sorted({LICENCES.get(d, "unknown") for d in datasets_})
     header = {"license": licences[0] if len(licences) == 1 and licences[0] != "unknown" else "other",
               "tags": ["prism", "evaluation", "multiple-choice"],
@@ -118,15 +126,16 @@ def card(runs: Sequence[RunFiles], n_rows: int, kind: str, source_id: str) -> st
     lines = ["---", yaml.safe_dump(header, sort_keys=False).rstrip(), "---", "",
              f"# PRISM {kind} {source_id}", "",
              f"{n_rows} cells (one row per question x condition x repetition) of {len(runs)} run(s), exported by "
-             "prism-export from the runs' MLflow artifacts (`results/scored.jsonl`, `responses/responses.jsonl`, "
-             "`questions/frozen.jsonl`). Fields that are mappings or lists are JSON text.", "",
+             f"prism-export from the runs' MLflow artifacts (`{SCORED_ARTIFACT}`, `{RESPONSES_ARTIFACT}`, "
+             f"`{QUESTIONS_ARTIFACT}`). Fields that are mappings or lists are JSON text.", "",
              "## Licence of the questions", ""]
     lines += [f"- `{d}`: {LICENCES.get(d, 'unknown (see the source dataset)')}" for d in datasets_]
     lines += ["", "The responses are model outputs; the question text keeps its source's licence.", ""]
     for run in runs:
         lines += [f"## Run {run.run_id}", "", "| key | value |", "| --- | --- |"]
-        lines += [f"| {k} | `{run.params[k]}` |" for k in PROVENANCE_PARAMS if k in run.params]
-        lines += [f"| {k} | `{run.tags[k]}` |" for k in PROVENANCE_TAGS if k in run.tags]
+        params, tags = run.logged.params, run.logged.tags
+        lines += [f"| {k} | `{params[k]}` |" for k in PROVENANCE_PARAMS if k in params]
+        lines += [f"| {k} | `{tags[k]}` |" for k in PROVENANCE_TAGS if k in tags]
         if run.resolved is not None:
             lines += ["", "Config (`config/resolved.yaml`):", "", "```yaml",
                       run.resolved.read_text(encoding="utf-8").rstrip(), "```"]
@@ -213,13 +222,13 @@ def fetch(run_id: str, tracking_uri: str | None, work: Path) -> tuple[str, list[
         dst = work / one
         try:
             paths = {name: download(one, name, tracking_uri, dst, summary.info.artifact_uri)
-                     for name in ("results/scored.jsonl", "responses/responses.jsonl", "questions/frozen.jsonl")}
+                     for name in (SCORED_ARTIFACT, RESPONSES_ARTIFACT, QUESTIONS_ARTIFACT)}
         except CompareError as exc:
             raise ExportError(str(exc)) from exc
         try:
-            resolved: Path | None = download(one, "config/resolved.yaml", tracking_uri, dst, summary.info.artifact_uri)
+            resolved: Path | None = download(one, CONFIG_ARTIFACT, tracking_uri, dst, summary.info.artifact_uri)
         except CompareError:
             resolved = None
-        found.append(RunFiles(one, dict(summary.data.params), dict(summary.data.tags), paths["results/scored.jsonl"],
-                              paths["responses/responses.jsonl"], paths["questions/frozen.jsonl"], resolved))
+        found.append(RunFiles(LoggedRun.from_mlflow(summary), paths[SCORED_ARTIFACT], paths[RESPONSES_ARTIFACT],
+                              paths[QUESTIONS_ARTIFACT], resolved))
     return kind, found

@@ -71,6 +71,20 @@ PARAM_PROTOCOL_VERSION = "protocol_version"
 # A comparison run's params naming the runs it compared and their table labels, in table order.
 PARAM_COMPARED_RUN_IDS = "compared_run_ids"
 PARAM_COMPARED_MODELS = "compared_models"
+# A comparison run's settings (prism.compare.core: the checked plan, as prism.config.CompareConfig names them).
+PARAM_COMPARE_SELECTION = "selection"
+PARAM_COMPARE_BASELINE = "baseline"
+PARAM_COMPARE_BOOTSTRAP = "bootstrap"
+PARAM_COMPARE_SEED = "seed"
+PARAM_COMPARE_ALLOW_MISMATCH = "allow_mismatch"
+PARAM_COMPARE_MEASURES = "measures"
+PARAM_COMPARE_PERMUTATIONS = "permutations"
+PARAM_COMPARE_POWER_SIMULATIONS = "power_simulations"
+PARAM_COMPARE_PAIRS = "pairs"
+PARAM_COMPARE_REFERENCE = "reference"
+PARAM_COMPARE_MAX_PER_PAIR = "differences.max_per_pair"
+# Each run filter of a comparison that selected its runs by filters: filter.<name> (prism.compare.select).
+PARAM_COMPARE_FILTER_PREFIX = "filter."
 # Which sentence-embedding model made a comparison's embedding_cosine (prism.compare.embedding).
 PARAM_EMBEDDING_MODEL = "embedding.model"
 PARAM_EMBEDDING_PACKAGE = "embedding.weights_package"
@@ -199,6 +213,26 @@ class LoggedRun:
     def compared_runs(self) -> tuple[str, ...]:
         """The run ids a comparison run compared (tag ``prism.compared_runs``)."""
         return tuple(r for r in self.tags.get(TAG_COMPARED_RUNS, "").split(",") if r)
+
+    @property
+    def comparison_baseline(self) -> str:
+        """A comparison run's baseline condition, or ``""``."""
+        return self.params.get(PARAM_COMPARE_BASELINE, "")
+
+    @property
+    def comparison_bootstrap(self) -> str:
+        """A comparison run's bootstrap resamples, as logged, or ``""``."""
+        return self.params.get(PARAM_COMPARE_BOOTSTRAP, "")
+
+    @property
+    def comparison_seed(self) -> str:
+        """A comparison run's resampling seed, as logged, or ``""``."""
+        return self.params.get(PARAM_COMPARE_SEED, "")
+
+    @property
+    def comparison_measures(self) -> str:
+        """A comparison run's shift measures, comma-separated as logged, or ``""``."""
+        return self.params.get(PARAM_COMPARE_MEASURES, "")
 
     @property
     def model_detail(self) -> Mapping[str, str]:
