@@ -58,6 +58,9 @@ ANALYTIC_MCNEMAR = "analytic: exact McNemar power (conditional binomial)"
 SIMULATED_PERMUTATION = "simulated: permutation null, widened by planted shifts"
 ANALYTIC_WALD = "analytic: noncentral F, one coefficient"
 METHODS = (ANALYTIC_MCNEMAR, SIMULATED_PERMUTATION, ANALYTIC_WALD)
+# wald_detectable_directions: the largest move (logits) tried in either direction before a direction is
+# declared to have no detectable move (a cell that far out is all consistent or none).
+LARGEST_MOVE = 10.0
 
 
 def holm_level(m: int, alpha: float = SIGNIFICANCE) -> float:
@@ -352,3 +355,88 @@ def wald_detectable(cov: NDArray[np.float64], clusters: int, alpha: float = SIGN
         return math.nan
     least = float(precision.min())
     return math.sqrt(lam / least) if least > 0 else math.nan
+
+
+def wald_detectable_directions(cov: NDArray[np.float64], clusters: int,
+                               precision: Callable[[int, float], float], alpha: float = SIGNIFICANCE,
+                               power: float = POWER) -> tuple[float, float]:
+    """The single-coefficient drop and rise (logits) a term's Wald test detects with ``power``, information moved.
+
+    :func:`wald_detectable` takes the coefficient's precision as the fit measured it, but moving a cell moves
+    its information ``mu (1 - mu)``: a cell moved towards 50% consistency is measured more precisely, one moved
+    towards the ceiling (or the floor) less. Here the noncentrality of a move ``d`` of coefficient ``j`` (the
+    least precise at the fit, as in :func:`wald_detectable`) is
+    ``lambda(d) = d^2 (cov^-1)_jj precision(j, d) / precision(j, 0)``: the term's precision scaled by how much
+    the move changes it (:class:`prism.stats.gee_sparse.MovedCoefficient`), and each direction's figure is the
+    smallest ``|d|`` at which ``lambda`` reaches :func:`wald_noncentrality`'s, found by bracketing from the
+    unmoved figure and Brent's method. ``lambda`` rises with ``|d|`` up to a peak and falls beyond it (a cell
+    pushed against the ceiling carries no information); a direction whose ``lambda`` does not reach the target
+    within :data:`LARGEST_MOVE` logits has no detectable move (NaN).
+
+    Args:
+        cov: The term's (q, q) cluster-robust covariance (the one its test used).
+        clusters: Question clusters (G).
+        precision: ``precision(j, d)``: the moved coefficient's precision in the term's block with coefficient
+            ``j`` (its position in ``cov``) moved by ``d`` (signed, logits); only its ratio to ``d = 0`` is used.
+        alpha: The test's level.
+        power: The power wanted.
+
+    Returns:
+        (drop, rise): the magnitudes of the smallest negative and positive move found with ``power``; NaN
+        where there is none (or no reference distribution, or a singular covariance).
+    """
+    block = np.atleast_2d(np.asarray(cov, dtype=np.float64))
+    lam = wald_noncentrality(block.shape[0], clusters, alpha, power)
+    try:
+        diagonal = np.diag(np.linalg.inv(block))
+    except np.linalg.LinAlgError:
+        return math.nan, math.nan
+    j = int(np.argmin(diagonal))
+    least = float(diagonal[j])
+    unmoved = precision(j, 0.0)
+    if math.isnan(lam) or not least > 0 or not unmoved > 0:
+        return math.nan, math.nan
+    start = math.sqrt(lam / least)
+
+    def solve(sign: float) -> float:
+        def gap(d: float) -> float:
+            moved = precision(j, sign * d)
+            return d * d * least * moved / unmoved - lam if math.isfinite(moved) else -lam
+
+        return _smallest_root(gap, start, LARGEST_MOVE)
+
+    return solve(-1.0), solve(1.0)
+
+
+def larger_move(drop: float, rise: float) -> float:
+    """The GEE term's reported figure from :func:`wald_detectable_directions`' drop and rise: the larger.
+
+    No move of that size, up or down, of the least precise coefficient would have been missed more than
+    ``1 - power`` of the time; NaN when either direction has no detectable move (the figure would claim one).
+    """
+    return max(drop, rise) if math.isfinite(drop) and math.isfinite(rise) else math.nan
+
+
+def _smallest_root(gap: Callable[[float], float], start: float, limit: float) -> float:
+    """The smallest ``d > 0`` with ``gap(d) = 0``, for ``gap`` negative at 0, rising to a peak, then falling.
+
+    Bracketed from ``start`` (halving while the gap is already reached, stepping up by half while it is not),
+    then Brent's method; NaN when no ``d`` up to ``limit`` reaches it.
+    """
+    from scipy.optimize import brentq
+
+    low, high = 0.0, min(start, limit)
+    if gap(high) >= 0:
+        for _ in range(30):  # down to start / 2^30: the root lies between the first miss and the last hit
+            if gap(high / 2) < 0:
+                low = high / 2
+                break
+            high /= 2
+    else:
+        while True:  # gap(high) < 0 here
+            if high >= limit:
+                return math.nan
+            low, high = high, min(limit, high * 1.5)
+            if gap(high) >= 0:
+                break
+    return float(brentq(gap, low, high, xtol=1e-5))
