@@ -66,7 +66,7 @@ from scipy import sparse
 
 from prism.stats.gee_design import sparse_design
 from prism.stats.gee_sparse import MovedCoefficient, fit_sparse_gee
-from prism.stats.power import ANALYTIC_WALD, larger_move, wald_detectable_directions
+from prism.stats.power import larger_move, wald_detectable_directions
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ def _fit(result: GeeResult, X: NDArray[np.float64] | sparse.csr_matrix, y: NDArr
             return moved.precision(index, index[j], d)
 
         drop, rise = wald_detectable_directions(block, n_clusters, precision)
-        rows.append((label, chi2, float(len(index)), p, larger_move(drop, rise), ANALYTIC_WALD, drop, rise))
+        rows.append((label, chi2, float(len(index)), p, *larger_move(drop, rise), drop, rise))
     result.effects = pd.DataFrame(rows, columns=[*WALD_COLUMNS, *DIRECTION_COLUMNS])
     return result
 

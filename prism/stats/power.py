@@ -57,7 +57,9 @@ FIXED_POINT_STEPS = 3
 ANALYTIC_MCNEMAR = "analytic: exact McNemar power (conditional binomial)"
 SIMULATED_PERMUTATION = "simulated: permutation null, widened by planted shifts"
 ANALYTIC_WALD = "analytic: noncentral F, one coefficient"
-METHODS = (ANALYTIC_MCNEMAR, SIMULATED_PERMUTATION, ANALYTIC_WALD)
+ANALYTIC_WALD_DROP_ONLY = "analytic: noncentral F, one coefficient, a drop: no rise of it reaches 80% power"
+ANALYTIC_WALD_RISE_ONLY = "analytic: noncentral F, one coefficient, a rise: no drop of it reaches 80% power"
+METHODS = (ANALYTIC_MCNEMAR, SIMULATED_PERMUTATION, ANALYTIC_WALD, ANALYTIC_WALD_DROP_ONLY, ANALYTIC_WALD_RISE_ONLY)
 # wald_detectable_directions: the largest move (logits) tried in either direction before a direction is
 # declared to have no detectable move (a cell that far out is all consistent or none).
 LARGEST_MOVE = 10.0
@@ -408,13 +410,22 @@ def wald_detectable_directions(cov: NDArray[np.float64], clusters: int,
     return solve(-1.0), solve(1.0)
 
 
-def larger_move(drop: float, rise: float) -> float:
-    """The GEE term's reported figure from :func:`wald_detectable_directions`' drop and rise: the larger.
+def larger_move(drop: float, rise: float) -> tuple[float, str]:
+    """The GEE term's reported figure and method from :func:`wald_detectable_directions`' drop and rise.
 
-    No move of that size, up or down, of the least precise coefficient would have been missed more than
-    ``1 - power`` of the time; NaN when either direction has no detectable move (the figure would claim one).
+    The larger of the two: no move of that size, up or down, of the least precise coefficient would have been
+    missed more than ``1 - power`` of the time. A direction with no detectable move (a cell near the ceiling
+    that no rise, however large, brings to 80% power before it is all consistent) leaves the other's figure,
+    and the method says so (:data:`ANALYTIC_WALD_DROP_ONLY`, :data:`ANALYTIC_WALD_RISE_ONLY`), so the figure
+    never claims a direction it cannot reach; NaN when neither has one.
     """
-    return max(drop, rise) if math.isfinite(drop) and math.isfinite(rise) else math.nan
+    if math.isfinite(drop) and math.isfinite(rise):
+        return max(drop, rise), ANALYTIC_WALD
+    if math.isfinite(drop):
+        return drop, ANALYTIC_WALD_DROP_ONLY
+    if math.isfinite(rise):
+        return rise, ANALYTIC_WALD_RISE_ONLY
+    return math.nan, ANALYTIC_WALD
 
 
 def _smallest_root(gap: Callable[[float], float], start: float, limit: float) -> float:
