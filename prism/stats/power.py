@@ -361,7 +361,7 @@ def wald_detectable(cov: NDArray[np.float64], clusters: int, alpha: float = SIGN
 
 def wald_detectable_directions(cov: NDArray[np.float64], clusters: int,
                                precision: Callable[[int, float], float], alpha: float = SIGNIFICANCE,
-                               power: float = POWER) -> tuple[float, float]:
+                               power: float = POWER, coefficient: int | None = None) -> tuple[float, float]:
     """The single-coefficient drop and rise (logits) a term's Wald test detects with ``power``, information moved.
 
     :func:`wald_detectable` takes the coefficient's precision as the fit measured it, but moving a cell moves
@@ -382,6 +382,7 @@ def wald_detectable_directions(cov: NDArray[np.float64], clusters: int,
             ``j`` (its position in ``cov``) moved by ``d`` (signed, logits); only its ratio to ``d = 0`` is used.
         alpha: The test's level.
         power: The power wanted.
+        coefficient: The moved coefficient's position in ``cov``; None (what compare reports): the least precise.
 
     Returns:
         (drop, rise): the magnitudes of the smallest negative and positive move found with ``power``; NaN
@@ -393,7 +394,7 @@ def wald_detectable_directions(cov: NDArray[np.float64], clusters: int,
         diagonal = np.diag(np.linalg.inv(block))
     except np.linalg.LinAlgError:
         return math.nan, math.nan
-    j = int(np.argmin(diagonal))
+    j = int(np.argmin(diagonal)) if coefficient is None else coefficient
     least = float(diagonal[j])
     unmoved = precision(j, 0.0)
     if math.isnan(lam) or not least > 0 or not unmoved > 0:
