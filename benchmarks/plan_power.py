@@ -280,9 +280,9 @@ def gee_detectable_check(name: str, grid: Grid, flat: bool, term: str, planted: 
     direction should be found about 80% of the time, the easier more often, unless the least precise
     coefficient is not the planted one, which makes the figure conservative for it), and the planted
     coefficient's own drop and rise (each about 80%; ``column`` None when the planted cell moves more than one
-    coefficient, as a grid cell at an axis's reference level does). A null fit whose least precise coefficient has no rise
-    reaching 80% power reports its drop (the method says so); the reported figures planted are the means over
-    the fits with both directions.
+    coefficient, as a grid cell at an axis's reference level does). A null fit whose least precise coefficient
+    has no rise reaching 80% power reports its drop (the method says so); the reported figures planted are the
+    means over the fits with both directions.
     """
     fits = [_term_directions(grid, flat, term, column, n, reps, seed * 1000 + k) for k in range(NULL_FITS)]
     both = [f for f in fits if math.isfinite(float(f["drop"])) and math.isfinite(float(f["rise"]))]

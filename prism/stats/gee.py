@@ -42,7 +42,11 @@ What computes it:
   about the nominal rate (``scripts/grid_interaction_rates.py``; the rates are in ``BENCHMARKS.md``). A
   term with at least as many coefficients as there are clusters cannot be tested this way and is dropped
   with that reason;
-- ``numpy.linalg.matrix_rank`` decides which dummy columns are estimable.
+- ``numpy.linalg.matrix_rank`` decides which dummy columns are estimable;
+- each term's ``detectable_effect``: the move of its least precise coefficient, down or up, that its test
+  finds with 80% power, the information of the moved responses recomputed at each size of move
+  (:class:`prism.stats.gee_sparse.MovedCoefficient`, :func:`prism.stats.power.wald_detectable_directions`);
+  the larger of the two is reported (``effects`` keeps both).
 
 A model that cannot be fitted is reported as such, never with numbers: no variation in the outcome, a
 cell of the fitted factors where every response is consistent (or none is) -- perfect separation, whose

@@ -238,10 +238,12 @@ class MovedCoefficient:
         self._maps: dict[int, tuple[NDArray[np.intp], NDArray[np.float64], sparse.csr_matrix, sparse.csr_matrix]] = {}
 
     def _map(self, j: int) -> tuple[NDArray[np.intp], NDArray[np.float64], sparse.csr_matrix, sparse.csr_matrix]:
-        """Coefficient ``j``'s moved rows, their ``x_j``, and the linear maps from a per-row vector ``a`` on them
-        to ``vec(X_m' diag(a) X_m)`` (p * p) and to ``vec(C_m diag(a) X_m)`` (per cluster and column, G * p):
-        every update of a move is these two sparse products (built once per coefficient, as _bias_reduced builds
-        its pairs)."""
+        """Coefficient ``j``'s moved rows, their ``x_j``, and two linear maps of a per-row vector ``a`` on them.
+
+        The maps give ``vec(X_m' diag(a) X_m)`` (p * p) and ``vec(C_m diag(a) X_m)`` (per cluster and column,
+        G * p): every update of a move is these two sparse products (built once per coefficient, as
+        :func:`_bias_reduced` builds its pairs).
+        """
         if j in self._maps:
             return self._maps[j]
         model, p = self._model, self._model.p
