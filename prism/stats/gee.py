@@ -42,7 +42,11 @@ What computes it:
   about the nominal rate (``scripts/grid_interaction_rates.py``; the rates are in ``BENCHMARKS.md``). A
   term with at least as many coefficients as there are clusters cannot be tested this way and is dropped
   with that reason;
-- ``numpy.linalg.matrix_rank`` decides which dummy columns are estimable.
+- ``numpy.linalg.matrix_rank`` decides which dummy columns are estimable;
+- each term's ``detectable_effect``: the move of its least precise coefficient, down or up, that its test
+  finds with 80% power, the information of the moved responses recomputed at each size of move
+  (:class:`prism.stats.gee_sparse.MovedCoefficient`, :func:`prism.stats.power.wald_detectable_directions`);
+  the larger of the two is reported (``effects`` keeps both).
 
 A model that cannot be fitted is reported as such, never with numbers: no variation in the outcome, a
 cell of the fitted factors where every response is consistent (or none is) -- perfect separation, whose
@@ -65,14 +69,16 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from prism.stats.gee_design import sparse_design
-from prism.stats.gee_sparse import fit_sparse_gee
-from prism.stats.power import ANALYTIC_WALD, wald_detectable
+from prism.stats.gee_sparse import MovedCoefficient, fit_sparse_gee
+from prism.stats.power import larger_move, wald_detectable_directions
 
 log = logging.getLogger(__name__)
 
-# detectable_effect: the single-coefficient effect (logits) the term's test had 80% power to find
-# (prism.stats.power.wald_detectable); detectable_method: how it was computed.
+# detectable_effect: the single-coefficient move (logits), up or down, the term's test had 80% power to find
+# (prism.stats.power.wald_detectable_directions, the larger of a drop and a rise); detectable_method: how.
 WALD_COLUMNS = ("effect", "chi2", "df", "p", "detectable_effect", "detectable_method")
+# GeeResult.effects also holds each direction's figure (detectable_effect is the larger; the CSV has only it).
+DIRECTION_COLUMNS = ("detectable_drop", "detectable_rise")
 
 # Columns the input frame needs: one row per observed response.
 RESPONSE_COLUMNS = ("run", "model", "dataset", "question_id", "condition", "family", "category")
@@ -95,7 +101,9 @@ class GeeResult:
     """What the clustered model found, or why it was not fitted.
 
     Attributes:
-        effects: One row per fitted term: ``effect``, ``chi2``, ``df``, ``p`` (empty when not fitted).
+        effects: One row per fitted term: :data:`WALD_COLUMNS` and :data:`DIRECTION_COLUMNS` (the magnitudes of
+            the smallest drop and rise of the least precise coefficient found with 80% power; ``detectable_effect``
+            is the larger) (empty when not fitted).
         dropped: (term, reason) for every term left out.
         notes: Plain sentences about the data modelled (e.g. responses left out).
         failure: Why the model was not fitted, or None when it was.
@@ -137,7 +145,8 @@ class GeeResult:
 def _empty_effects() -> pd.DataFrame:
     return pd.DataFrame({"effect": pd.Series(dtype=object), "chi2": pd.Series(dtype=float),
                          "df": pd.Series(dtype=float), "p": pd.Series(dtype=float),
-                         "detectable_effect": pd.Series(dtype=float), "detectable_method": pd.Series(dtype=object)})
+                         "detectable_effect": pd.Series(dtype=float), "detectable_method": pd.Series(dtype=object),
+                         **{name: pd.Series(dtype=float) for name in DIRECTION_COLUMNS}})
 
 
 def consistency_outcomes(responses: pd.DataFrame, baseline: str, axes: Sequence[str] = ()) -> tuple[pd.DataFrame,
@@ -307,6 +316,7 @@ def _fit(result: GeeResult, X: NDArray[np.float64] | sparse.csr_matrix, y: NDArr
     if fitted.min() < _BOUNDARY or fitted.max() > 1 - _BOUNDARY:
         return _unfitted(result, "fitted probabilities at 0 or 1 (quasi-complete separation)")
     rows = []
+    moved = MovedCoefficient(X, y, codes, fit)
     for label, index in terms.items():
         block = cov[np.ix_(index, index)]
         scale = float(np.diag(naive)[index].max())
@@ -322,8 +332,12 @@ def _fit(result: GeeResult, X: NDArray[np.float64] | sparse.csr_matrix, y: NDArr
         except ValueError as exc:
             result.dropped.append((label, f"too few question clusters to test it: {exc}"))
             continue
-        rows.append((label, chi2, float(len(index)), p, wald_detectable(block, n_clusters), ANALYTIC_WALD))
-    result.effects = pd.DataFrame(rows, columns=list(WALD_COLUMNS))
+        def precision(j: int, d: float, index: list[int] = index) -> float:
+            return moved.precision(index, index[j], d)
+
+        drop, rise = wald_detectable_directions(block, n_clusters, precision)
+        rows.append((label, chi2, float(len(index)), p, *larger_move(drop, rise), drop, rise))
+    result.effects = pd.DataFrame(rows, columns=[*WALD_COLUMNS, *DIRECTION_COLUMNS])
     return result
 
 

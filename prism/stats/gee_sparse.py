@@ -25,6 +25,7 @@ design they use; statsmodels stays the reference there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,3 +199,113 @@ def _bias_reduced(model: _Model, beta: NDArray[np.float64], dep: float, bmat: ND
         h = np.linalg.solve(bmat[None, :, :] - blocks, G[first:last, :, None])[:, :, 0]
         out += h.T @ h
     return out
+
+
+class MovedCoefficient:
+    """The plain sandwich's precision of one coefficient when it alone is moved, the fit's residuals kept.
+
+    What a term's detectable effect needs (:func:`prism.stats.power.wald_detectable_directions`): moving coefficient
+    ``j`` by ``d`` moves the logits of the responses whose ``x_j`` is not zero, and with them their information
+    ``mu (1 - mu)``: towards 50% a cell carries more, towards the ceiling less. The covariance under that
+    alternative is the sandwich at ``beta + d e_j`` with each response's Pearson residual as the fit left it
+    (its correlation with the cluster's other residuals kept, only its scale moving with its fitted
+    probability) and the working correlation the fit estimated: per response, the weight ``w = mu (1 - mu) / s``
+    of ``B`` and of the scores changes on the moved rows alone, so ``B``, ``U`` and the cluster scores are
+    updated from those rows only. Because the whole bread and meat are recomputed, a coefficient measured
+    against a reference cell (treatment coding) keeps that cell's share of its variance unmoved, and the
+    precision is that of the term's block (the other coefficients of the term held, as its Wald test has them).
+
+    The plain sandwich (``N sum_i g_i g_i' N``), not the bias-reduced one: it is used as a ratio to the
+    unmoved value, applied to the bias-reduced precision the test uses, and costs no per-cluster solve.
+    """
+
+    def __init__(self, X: sparse.csr_matrix | NDArray[np.float64], y: NDArray[np.float64],
+                 clusters: NDArray[np.int64], fit: SparseGeeFit) -> None:
+        model = _Model(sparse.csr_matrix(X), np.asarray(y, dtype=np.float64), np.asarray(clusters, dtype=np.int64))
+        self._model = model
+        self._scale = 1.0 / (1.0 - fit.dep)
+        self._linear = np.asarray(model.X @ fit.params, dtype=np.float64)
+        mu, var = model.means(fit.params)
+        s = np.sqrt(var)
+        self._w = mu * (1 - mu) / s
+        self._e = (model.y - mu) / s  # the Pearson residuals, kept under every alternative
+        self._c = model.c(fit.dep)
+        bmat, G, U, _, _ = model.pieces(fit.params, fit.dep)
+        self._bmat, self._G, self._U = bmat, G, U
+        self._UcU = (U * self._c[:, None]).T @ U
+        self._cE = self._c * np.asarray(model.C @ self._e).ravel()
+        self._columns = model.X.tocsc()
+        self._maps: dict[int, tuple[NDArray[np.intp], NDArray[np.float64], sparse.csr_matrix, sparse.csr_matrix]] = {}
+
+    def _map(self, j: int) -> tuple[NDArray[np.intp], NDArray[np.float64], sparse.csr_matrix, sparse.csr_matrix]:
+        """Coefficient ``j``'s moved rows, their ``x_j``, and two linear maps of a per-row vector ``a`` on them.
+
+        The maps give ``vec(X_m' diag(a) X_m)`` (p * p) and ``vec(C_m diag(a) X_m)`` (per cluster and column,
+        G * p): every update of a move is these two sparse products (built once per coefficient, as
+        :func:`_bias_reduced` builds its pairs).
+        """
+        if j in self._maps:
+            return self._maps[j]
+        model, p = self._model, self._model.p
+        column = self._columns[:, j]
+        rows = np.asarray(column.indices, dtype=np.intp)
+        moved = model.X[rows].tocoo()
+        local, cols, values = moved.row, moved.col, moved.data
+        # Every pair of non-zero columns of each moved row (a handful per row, as in _bias_reduced).
+        order = np.argsort(local, kind="stable")
+        local, cols, values = local[order], cols[order], values[order]
+        starts = np.searchsorted(local, np.arange(rows.size))
+        ends = np.searchsorted(local, np.arange(rows.size), side="right")
+        pair_rows, pair_at, pair_values = [], [], []
+        for size in np.unique(ends - starts):
+            which = np.flatnonzero(ends - starts == size)
+            if size == 0:
+                continue
+            at = starts[which][:, None] + np.arange(size)[None, :]
+            c, v = cols[at], values[at]
+            pair_rows.append(np.repeat(which, size * size))
+            pair_at.append((c[:, :, None] * p + c[:, None, :]).ravel())
+            pair_values.append((v[:, :, None] * v[:, None, :]).ravel())
+        gram = sparse.csr_matrix((np.concatenate(pair_values), (np.concatenate(pair_at), np.concatenate(pair_rows))),
+                                 shape=(p * p, rows.size))
+        cluster_at = model.codes[rows][local] * p + cols
+        per_cluster = sparse.csr_matrix((values, (cluster_at, local)), shape=(model.groups * p, rows.size))
+        self._maps[j] = (rows, np.asarray(column.data, dtype=np.float64), gram, per_cluster)
+        return self._maps[j]
+
+    def precision(self, index: list[int], j: int, d: float) -> float:
+        """``(V[index, index]^-1)`` at coefficient ``j``, ``V`` the plain sandwich with ``beta_j`` moved by ``d``.
+
+        Args:
+            index: The term's coefficients (columns of the design).
+            j: The moved coefficient (one of ``index``).
+            d: The move, in logits (signed).
+
+        Returns:
+            The precision; NaN when the moved covariance is singular or not finite.
+        """
+        model, p = self._model, self._model.p
+        rows, x_j, gram, per_cluster = self._map(j)
+        with np.errstate(over="ignore"):
+            mu = 1.0 / (1.0 + np.exp(-(self._linear[rows] + d * x_j)))
+        eps = np.finfo(float).eps
+        clipped = np.clip(mu, eps, 1 - eps)  # as _Model.means: the variance clipped, the derivative not
+        w = mu * (1 - mu) / np.sqrt(clipped * (1 - clipped))
+        old = self._w[rows]
+        delta = w - old
+        # U' = U + C diag(delta) X on the moved rows; B' and the scores G' follow from it (see _Model.pieces).
+        U = self._U + (per_cluster @ delta).reshape(model.groups, p)
+        bmat = (self._bmat + (gram @ (w**2 - old**2)).reshape(p, p) * self._scale
+                - (U * self._c[:, None]).T @ U + self._UcU)
+        G = (self._G + (per_cluster @ (delta * self._e[rows])).reshape(model.groups, p) * self._scale
+             - self._cE[:, None] * (U - self._U))
+        bread = _inverse(bmat)
+        cov = bread @ (G.T @ G) @ bread
+        block = cov[np.ix_(index, index)]
+        if not np.isfinite(block).all():
+            return math.nan
+        try:
+            inverse = np.linalg.inv(block)
+        except np.linalg.LinAlgError:
+            return math.nan
+        return float(inverse[index.index(j), index.index(j)])

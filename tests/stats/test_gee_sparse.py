@@ -128,3 +128,38 @@ def test_the_hotelling_reference_is_applied_to_the_same_statistic() -> None:
     result = gee.fit_consistency_gee(outcomes, notes)
     row = result.effects.set_index("effect").loc["condition"]
     assert row["p"] == pytest.approx(gee.wald_p(row["chi2"], int(row["df"]), result.n_clusters), rel=1e-12)
+
+
+def test_the_moved_precision_is_the_sandwich_recomputed_at_the_moved_estimates(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # MovedCoefficient updates B, U and the cluster scores from the moved rows alone; recomputing the whole
+    # sandwich at beta + d e_j on pseudo-responses y' = mu' + s' e (whose Pearson residuals are the fit's e)
+    # must give the same precision. At d = 0 it is statsmodels' plain (robust) sandwich.
+    from statsmodels.genmod.cov_struct import Exchangeable
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_estimating_equations import GEE
+
+    calls = recorded_fits(monkeypatch)
+    for X, y, clusters, start, ours in (calls[0], calls[-1]):  # a sweep with models, and the grid
+        moved = gee_sparse.MovedCoefficient(X, y, clusters, ours)
+        p = X.shape[1]
+        own = GEE(y, X.toarray(), groups=clusters, family=Binomial(), cov_struct=Exchangeable()).fit(
+            cov_type="robust", start_params=start)
+        for index in ([1, 2], list(range(p - 3, p))):
+            j = index[-1]
+            plain = np.linalg.inv(np.asarray(own.cov_robust)[np.ix_(index, index)])[index.index(j), index.index(j)]
+            assert moved.precision(index, j, 0.0) == pytest.approx(plain, rel=1e-5)
+            for d in (-1.0, 0.7):
+                beta = ours.params.copy()
+                beta[j] += d
+                model = gee_sparse._Model(X, y, clusters)
+                mu, var = model.means(ours.params)
+                residuals = (y - mu) / np.sqrt(var)
+                mu_d, var_d = model.means(beta)
+                model.y = mu_d + np.sqrt(var_d) * residuals
+                bmat, G, _, _, _ = model.pieces(beta, ours.dep)
+                bread = np.linalg.inv(bmat)
+                block = (bread @ G.T @ G @ bread)[np.ix_(index, index)]
+                direct = np.linalg.inv(block)[index.index(j), index.index(j)]
+                assert moved.precision(index, j, d) == pytest.approx(direct, rel=1e-8)
+                assert moved.precision(index, j, d) != pytest.approx(plain, rel=1e-3)  # the move changed it

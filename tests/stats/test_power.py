@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -108,3 +109,51 @@ def test_wald_detectable_tends_to_the_normal_formula_with_many_clusters() -> Non
     two = power.wald_detectable(np.diag([0.01, 0.09]), 5000)
     assert two == pytest.approx(power.wald_detectable(np.diag([0.09, 0.09]), 5000))
     assert two > power.wald_detectable(np.array([[0.09]]), 5000)
+
+
+def _binomial_precision(eta: float, scale: float) -> Callable[[int, float], float]:
+    """A cell of independent responses at logit ``eta``: its precision moves with ``mu (1 - mu)``."""
+
+    def precision(j: int, d: float) -> float:
+        p = 1 / (1 + math.exp(-(eta + d)))
+        return scale * p * (1 - p)
+
+    return precision
+
+
+def test_wald_directions_solve_the_moved_noncentrality_and_the_figure_is_the_larger() -> None:
+    cov, clusters = np.array([[0.09]]), 40
+    lam = power.wald_noncentrality(1, clusters)
+    v = _binomial_precision(1.2, 1.0)
+    drop, rise = power.wald_detectable_directions(cov, clusters, v)
+    first = power.wald_detectable(cov, clusters)
+    # At 0.77: a drop moves the cell towards 50% (more information), a rise towards the ceiling (less).
+    assert drop < first < rise
+    for d in (-drop, rise):  # each is where d^2 (cov^-1)_jj precision(d) / precision(0) reaches lambda
+        assert d * d / 0.09 * v(0, d) / v(0, 0.0) == pytest.approx(lam, rel=1e-4)
+    assert power.larger_move(drop, rise) == (rise, power.ANALYTIC_WALD)
+    # Only the ratio to the unmoved precision counts, not its scale.
+    assert power.wald_detectable_directions(cov, clusters, _binomial_precision(1.2, 7.0)) == pytest.approx((drop, rise))
+    # A cell at 50%: both directions lose information, so both need more than the first version's figure.
+    drop, rise = power.wald_detectable_directions(cov, clusters, _binomial_precision(0.0, 1.0))
+    assert drop == pytest.approx(rise, rel=1e-4) and drop > first
+
+
+def test_a_rise_no_move_of_which_reaches_the_power_is_not_claimed() -> None:
+    # Near the ceiling with a wide covariance, lambda(d) peaks below the target: no rise is found 80% of the
+    # time however large, so the figure is the drop's and the method says the rise has none.
+    cov, clusters = np.array([[1.0]]), 40
+    drop, rise = power.wald_detectable_directions(cov, clusters, _binomial_precision(3.0, 1.0))
+    assert math.isfinite(drop) and math.isnan(rise)
+    assert power.larger_move(drop, rise) == (drop, power.ANALYTIC_WALD_DROP_ONLY)
+    assert power.larger_move(1.0, math.nan)[1] in power.METHODS
+    assert math.isnan(power.larger_move(math.nan, math.nan)[0])
+    # The smallest root of a lambda that rises, peaks and falls: the first crossing, not a later one.
+    cell = _binomial_precision(2.0, 1.0)
+    _, rise = power.wald_detectable_directions(np.array([[0.07]]), clusters, cell)
+    lam = power.wald_noncentrality(1, clusters)
+    moves = np.linspace(0.01, rise, 400)
+    reached = moves**2 / 0.07 * np.array([cell(0, d) for d in moves]) / cell(0, 0.0)
+    assert (reached[:-1] < lam).all() and reached[-1] == pytest.approx(lam, rel=1e-4)
+    assert (np.linspace(rise, 10, 50) ** 2 / 0.07 * np.array([cell(0, d) for d in np.linspace(rise, 10, 50)])
+            / cell(0, 0.0) < lam).any()  # it falls below again further out: a later crossing exists
