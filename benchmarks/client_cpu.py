@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -81,6 +81,27 @@ def prism_backend(url: str, model: str, n: int, client: str | None = None) -> li
                                   for _, c in dispatch(backend, cells, IN_FLIGHT)])
     finally:
         backend.close()
+
+
+def prism_run_path(url: str, model: str, n: int, workdir: Path, client: str | None = None) -> list[Mapping[str, Any]]:
+    """One process's whole run path: dispatch, the store and the response log (``store.sync_interval_s=1``).
+
+    That is :func:`benchmarks.concurrency.timed_collect`, as section 20's one-process arm pays it; it checks every
+    completion itself (and exits on a failed one), so the replies handed back only stand for that check.
+    """
+    from benchmarks.concurrency import timed_collect
+    from prism.backends.openai_compat import OpenAIModelConfig
+    from prism.backends.registry import create_backend
+
+    settings: dict[str, Any] = {"client": client} if client else {}
+    backend = create_backend(OpenAIModelConfig(name=model, base_url=url, concurrency=IN_FLIGHT, **settings))
+    backend.identity()  # the probe, before the clock (timed_collect asks again: answered from the first)
+
+    def collect() -> list[Mapping[str, Any]]:
+        timed_collect(backend, n, workdir / f"run-{client or 'official'}", sync_interval_s=1.0)
+        return [{"choices": [{"message": {"content": "checked by timed_collect"}}]}] * n
+
+    return _measured(collect)
 
 
 def openai_bare(url: str, bodies: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
@@ -203,7 +224,7 @@ def _has_client_option() -> bool:
     return "client" in OpenAIModelConfig.__dataclass_fields__
 
 
-def measure(n: int, delay_s: float) -> list[tuple[str, float, float, int]]:
+def measure(n: int, delay_s: float, workdir: Path) -> list[tuple[str, float, float, int]]:
     """(arm, wall s, CPU s, most in flight at the stand-in) for every arm, in one run against one stand-in."""
     from benchmarks.stub_process import StubProcess
 
@@ -218,8 +239,12 @@ def measure(n: int, delay_s: float) -> list[tuple[str, float, float, int]]:
             ("aiohttp", lambda: aiohttp_arm(stub.url, bodies)),
             ("http.client, threads", lambda: http_client_threads(stub.url, bodies)),
         ]
+        arms.append(("prism official, run path (store + log)",
+                     lambda: prism_run_path(stub.url, stub.model, n, workdir)))
         if _has_client_option():
             arms.append(("prism client=http", lambda: prism_backend(stub.url, stub.model, n, "http")))
+            arms.append(("prism client=http, run path (store + log)",
+                         lambda: prism_run_path(stub.url, stub.model, n, workdir, "http")))
         for arm, call in arms:
             stub.reset()
             replies = call()
@@ -242,13 +267,13 @@ def run(ctx: Context) -> Section:
     """Every arm side by side: one table."""
     n, delay = (256, 0.05) if ctx.quick else (REQUESTS, DELAY_S)
     load_before = _load()
-    results = measure(n, delay)
+    results = measure(n, delay, ctx.workdir)
     load_after = _load()
     ideal = n * delay / IN_FLIGHT
     figures: dict[str, float] = {"requests": float(n), "delay_s": delay}
     rows = []
     for arm, seconds, cpu_s, most in results:
-        key = arm.replace(" ", "_").replace(",", "").replace("=", "_").replace(".", "_")
+        key = "".join(c if c.isalnum() else "_" for c in arm).strip("_")
         ms = 1000 * cpu_s / n
         figures[f"{key}_cpu_ms"] = ms
         figures[f"{key}_seconds"] = seconds
@@ -270,8 +295,9 @@ def run(ctx: Context) -> Section:
 def main() -> None:
     """``python -m benchmarks.client_cpu [--quick]``: print the section."""
     quick = "--quick" in sys.argv[1:]
-    work = Path(os.environ.get("TMPDIR", "/tmp"))
-    print(run(Context(workdir=work, data_dir=work, quick=quick)).markdown(), flush=True)
+    with tempfile.TemporaryDirectory(prefix="prism-client-cpu-") as tmp:
+        work = Path(tmp)
+        print(run(Context(workdir=work, data_dir=work, quick=quick)).markdown(), flush=True)
 
 
 if __name__ == "__main__":

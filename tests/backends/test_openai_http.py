@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,12 @@ from conftest import compose_config, run_overrides
 
 from prism.backends.base import BackendError, Request
 from prism.backends.openai_compat import CLIENTS, OpenAIBackend, OpenAIModelConfig
+from prism.backends.openai_http import HTTPClient
 from prism.run.pipeline import run
 from prism.types import Completion, GenerationParams, Prompt
 
 from .llama_server import free_port
+from .loopback import LoopbackServer
 from .openai_proxy import ChatProxy, Drop, Garbage, Status
 from .openai_stub import MODEL, OpenAIStub
 
@@ -192,3 +196,56 @@ def test_a_server_that_is_down_is_named_alike_and_not_waited_for() -> None:
     assert found["http"] == found["official"]
     assert "connection refused" in found["http"] and "Nothing was asked" in found["http"]
 
+
+
+class CountingServer(LoopbackServer):
+    """Answers every GET with ``{"n": N}``; counts the connections it accepted; with ``close_after`` it closes
+    each connection after one reply without saying so (no ``Connection: close``), as an idle timeout does."""
+
+    def __init__(self, close_after: bool) -> None:
+        super().__init__()
+        self.close_after = close_after
+        self.connections = 0
+        self.replies = 0
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                server.connections += 1
+
+            def do_GET(self) -> None:
+                server.replies += 1
+                data = json.dumps({"n": server.replies}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.close_connection = server.close_after
+
+        return Handler
+
+
+@pytest.mark.parametrize("close_after", [False, True], ids=["kept-alive", "closed-by-the-server"])
+def test_one_connection_serves_many_requests_and_one_the_server_closed_is_not_reused(close_after: bool) -> None:
+    with CountingServer(close_after) as server:
+        client = HTTPClient(f"http://127.0.0.1:{server.port}/v1", "key", timeout_s=5.0)
+        try:
+            replies = []
+            for _ in range(3):
+                replies.append(client.get("/models"))
+                time.sleep(0.05)  # lets the server's close reach this side before the next request
+        finally:
+            client.close()
+    # A reused dead connection would have failed a request (RemoteDisconnected), not answered it.
+    assert replies == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert server.connections == (3 if close_after else 1)
