@@ -37,6 +37,7 @@ BENCHMARKS = {
     "request_order": "benchmarks.request_order",
     "pools": "benchmarks.pools",
     "sharded": "benchmarks.sharded",
+    "client_cpu": "benchmarks.client_cpu",
     "plan": "benchmarks.plan_power",
     "import_logs": "benchmarks.import_logs",
     "cloze_cost": "benchmarks.cloze_cost",

@@ -2,7 +2,8 @@
 
 Part 1, stand-ins at 0.2 s per request (an OpenAI-compatible stub in a process of its own,
 :mod:`benchmarks.stub_process`), 4,096 distinct requests: one process with 256 in flight
-(``prism.run.inference.collect``: backend, store, response log, ``store.sync_interval_s=1``) against
+(``prism.run.inference.collect``: backend, store, response log, ``store.sync_interval_s=1``; both arms with
+``model.client`` from ``PRISM_SHARDED_CLIENT``, default ``official``) against
 :class:`prism.run.sharding.RayExecution` with 2 actors at 128 in flight each, fed by this process, which writes
 every completion into the store and the log as a run does. Ray is a local instance (2 CPUs) started here; the
 actors' start (model probe included) is before the clock. CPU per request is counted for this process, for the
@@ -73,18 +74,19 @@ def _cpu_of(pids: list[int]) -> float:
     return sum(stat[1] for pid in pids if (stat := _stat(pid)) is not None)
 
 
-def one_process(url: str, model: str, n: int, workdir: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of ``n`` requests from this process at 256 in flight."""
+def one_process(url: str, model: str, n: int, workdir: Path, client: str = "official") -> tuple[float, float]:
+    """Wall and CPU seconds of ``n`` requests from this process at 256 in flight (``model.client=client``)."""
     from prism.backends.openai_compat import OpenAIModelConfig
     from prism.backends.registry import create_backend
 
-    backend = create_backend(OpenAIModelConfig(name=model, base_url=url, concurrency=ONE_PROCESS_IN_FLIGHT))
+    backend = create_backend(OpenAIModelConfig(name=model, base_url=url, concurrency=ONE_PROCESS_IN_FLIGHT,
+                                               client=client))
     before = time.process_time()
     seconds = timed_collect(backend, n, workdir, sync_interval_s=1.0)
     return seconds, time.process_time() - before
 
 
-def sharded(url: str, model: str, n: int, workdir: Path, stub_pid: int) -> dict[str, float]:
+def sharded(url: str, model: str, n: int, workdir: Path, stub_pid: int, client: str = "official") -> dict[str, float]:
     """Wall and CPU seconds (driver, actors, Ray's daemons) of ``n`` requests over 2 actors at 128 each."""
     import ray
 
@@ -102,7 +104,8 @@ def sharded(url: str, model: str, n: int, workdir: Path, stub_pid: int) -> dict[
     workdir.mkdir(parents=True, exist_ok=True)
     store = CompletionStore(workdir / "store.sqlite", 1.0)
     response_log = ResponseLog(workdir / "responses.jsonl", 1.0)
-    model_cfg = OpenAIModelConfig(name=model, base_url=url, concurrency=ONE_PROCESS_IN_FLIGHT // WORKERS)
+    model_cfg = OpenAIModelConfig(name=model, base_url=url, concurrency=ONE_PROCESS_IN_FLIGHT // WORKERS,
+                                  client=client)
     probe = create_backend(model_cfg)
     identity = probe.identity()
     probe.close()
@@ -137,13 +140,14 @@ def part_one(ctx: Context) -> tuple[list[str], dict[str, float]]:
     from benchmarks.stub_process import StubProcess
 
     n, delay = (256, 0.05) if ctx.quick else (REQUESTS, DELAY_S)
+    client = os.environ.get("PRISM_SHARDED_CLIENT", "official")  # model.client of both arms
     ideal = n * delay / ONE_PROCESS_IN_FLIGHT
     with StubProcess("openai", delay) as stub:
         assert stub._proc is not None
         stub.reset()
-        one_s, one_cpu = one_process(stub.url, stub.model, n, ctx.workdir / "one")
+        one_s, one_cpu = one_process(stub.url, stub.model, n, ctx.workdir / "one", client)
         stub.reset()
-        ray_m = sharded(stub.url, stub.model, n, ctx.workdir / "ray", stub._proc.pid)
+        ray_m = sharded(stub.url, stub.model, n, ctx.workdir / "ray", stub._proc.pid, client)
     ray_cpu = ray_m["driver_cpu_s"] + ray_m["actors_cpu_s"] + ray_m["ray_cpu_s"]
     figures = {"requests": float(n), "delay_s": delay, "one_s": one_s, "one_cpu_ms": 1000 * one_cpu / n,
                "ray_s": ray_m["seconds"], "ray_driver_cpu_ms": 1000 * ray_m["driver_cpu_s"] / n,
@@ -152,7 +156,8 @@ def part_one(ctx: Context) -> tuple[list[str], dict[str, float]]:
                "ray_total_cpu_ms": 1000 * ray_cpu / n}
     body = [
         f"{n:,} distinct requests to one OpenAI-compatible stand-in answering after {delay:g} s, in a process of "
-        f"its own; {ONE_PROCESS_IN_FLIGHT} in flight in all on both sides, so the ideal is {ideal:.2f} s. CPU is "
+        f"its own, `model.client={client}`; {ONE_PROCESS_IN_FLIGHT} in flight in all on both sides, so the ideal is "
+        f"{ideal:.2f} s. CPU is "
         "user + system seconds per request, by process.",
         "",
         "| arm | wall s | ratio to ideal | requests/s | CPU ms/request: driver | actors | Ray daemons | total |",

@@ -55,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import http.client
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ from prism.backends.openai_cloze import (
     echo_body,
     echo_logprobs,
 )
+from prism.backends.openai_http import HTTPClient, StatusError, Unreachable
 from prism.backends.openai_wire import (
     NO_KEY,
     POOL_PROBE_BODY,
@@ -99,6 +101,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: ``model.client``: the official ``openai`` package, or the light path of :mod:`prism.backends.openai_http`.
+CLIENTS = ("official", "http")
 RESUMABLE_TEXT = "Every completion so far is stored: run the same command again to resume."
 
 def _classify(exc: Exception) -> Transient | None:
@@ -110,15 +114,36 @@ def _classify(exc: Exception) -> Transient | None:
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return Transient(f"connection refused or dropped ({type(cause).__name__ if cause else 'no reply'})")
-    if isinstance(exc, openai.APIStatusError):
-        headers = exc.response.headers
+    if isinstance(exc, openai.APIStatusError | StatusError):
+        headers = exc.headers if isinstance(exc, StatusError) else exc.response.headers
         retry_after = headers.get("retry-after")
         millis = headers.get("retry-after-ms")  # OpenAI's own, finer than Retry-After when both are sent
         if millis is not None:
             with contextlib.suppress(ValueError):  # a bad value leaves Retry-After, or the backoff, in charge
                 retry_after = str(float(millis) / 1000.0)
         return transient_status(exc.status_code, retry_after)
+    # The light path's transport failures (model.client=http), named as the official client's are.
+    if isinstance(exc, TimeoutError):
+        return Transient("timed out")
+    if isinstance(exc, Unreachable):
+        cause = exc.__cause__
+        return Transient(f"connection refused or dropped ({type(cause).__name__ if cause else 'no reply'})",
+                         refused=True)
+    if isinstance(exc, ConnectionError | http.client.HTTPException):
+        return Transient(f"connection refused or dropped ({type(exc).__name__})")
     return None
+
+
+def _status_errors() -> tuple[type[openai.APIStatusError], type[StatusError]]:
+    """The error statuses of both clients (``openai`` is imported only once a backend is made: it is slow to import)."""
+    import openai
+
+    return openai.APIStatusError, StatusError
+
+
+def _reply_dict(reply: Any) -> dict[str, Any] | None:
+    """A reply as the JSON the server sent: the light path's parsed JSON as is, the official client's model dumped."""
+    return reply if isinstance(reply, dict) else as_dict(reply)
 
 
 @dataclass
@@ -139,6 +164,9 @@ class OpenAIModelConfig(RemoteModelConfig):
     # fewest in flight (each up to model.concurrency). Set, base_url may be empty or must be one of them, and
     # the model digest leaves the URLs out (prism.backends.pool).
     endpoints: list[str] = field(default_factory=list)
+    # How requests are sent: official (the openai package) or http (PRISM's keep-alive http.client connections:
+    # the same bodies, retries and errors at about a tenth of the client CPU per request; no HTTP(S)_PROXY).
+    client: str = "official"
 
 
 #: Where OpenAI-compatible servers give a model's context in its model list entry: vLLM and SGLang
@@ -190,8 +218,18 @@ class OpenAIBackend(RemoteBackend):
         self._key = read_api_key(self._key_env)
         self._extra_body = check_extra_body(model.extra_body)
         self._send_top_k = model.send_top_k
-        self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
-                                     timeout=self._settings.request_timeout_s)
+        kind = str(model.client).strip()
+        if kind not in CLIENTS:
+            raise BackendError(f"model.client must be one of {', '.join(CLIENTS)}, not {model.client!r}: official "
+                               "sends through the openai package, http through PRISM's keep-alive connections "
+                               "(about a tenth of the client CPU per request, BENCHMARKS.md section 20).")
+        self._client: openai.OpenAI | None = None
+        self._http: HTTPClient | None = None
+        if kind == "http":
+            self._http = HTTPClient(self._url, self._key or NO_KEY, self._settings.request_timeout_s)
+        else:
+            self._client = openai.OpenAI(base_url=self._url, api_key=self._key or NO_KEY, max_retries=0,
+                                         timeout=self._settings.request_timeout_s)
         self._pinned: dict[str, Any] = {}  # what the probe said answered, set by identity()
         self._listing: dict[str, Any] = {}  # the model's entry in /models, set by identity()
         self._context: int | None = None  # the context the model list gives, set by identity()
@@ -200,17 +238,16 @@ class OpenAIBackend(RemoteBackend):
     # -- identity ---------------------------------------------------------------------------------------
 
     def _read_identity(self) -> ModelIdentity:
-        import openai
 
         nothing_yet = NOTHING_ASKED
         try:
-            page = self._retrying(self._client.models.list, "/models", nothing_yet)
-        except openai.APIStatusError as exc:
+            page = self._retrying(self._list_models, "/models", nothing_yet)
+        except _status_errors() as exc:
             raise self._status_before_start(exc, "/models") from None
         except (ValueError, TypeError) as exc:  # the body was not JSON, or not a list of models
             raise BackendError(f"{self._url}/models answered with something that is not a model list "
                                f"({excerpt(self._redact(str(exc)))}); check model.base_url.") from None
-        models = [m for m in (as_dict(item) for item in getattr(page, "data", None) or []) if m is not None]
+        models = [m for m in (_reply_dict(item) for item in page) if m is not None]
         listing = listing_entry(models, self._name)
         if listing is None:
             ids = [str(m.get("id")) for m in models]
@@ -226,13 +263,13 @@ class OpenAIBackend(RemoteBackend):
                           "stream": False}
         try:
             probe = self._retrying(lambda: self._send(probe_body), self._endpoint(), nothing_yet)
-        except openai.APIStatusError as exc:
+        except _status_errors() as exc:
             raise self._status_before_start(exc, self._endpoint()) from None
         except (ValueError, TypeError) as exc:
             kind = "a chat completion" if self._chat else "a completion"
             raise BackendError(f"{self._url}{self._endpoint()} answered a one-token probe with something that is "
                                f"not {kind} ({excerpt(self._redact(str(exc)))}).") from None
-        reply = as_dict(probe)
+        reply = _reply_dict(probe)
         if reply is None:
             raise BackendError(f"{self._url}{self._endpoint()} answered a one-token probe with a body that is not "
                                f"JSON ({excerpt(self._redact(str(probe)))}); check model.base_url.")
@@ -270,18 +307,16 @@ class OpenAIBackend(RemoteBackend):
         Raises:
             BackendError: If the server cannot be reached, does not serve the model, or refuses the probe.
         """
-        import openai
-
         own = self.identity()
         try:
             reply = self._retrying(lambda: self._send({"model": self._name, **POOL_PROBE_BODY}), "/chat/completions",
                                    NOTHING_ASKED)
-        except openai.APIStatusError as exc:
+        except _status_errors() as exc:
             raise self._status_before_start(exc, "/chat/completions") from None
         except (ValueError, TypeError) as exc:
             raise BackendError(f"{self._url}/chat/completions answered the pool's probe with something that is not "
                                f"a chat completion ({excerpt(self._redact(str(exc)))}).") from None
-        data = as_dict(reply) or {}
+        data = _reply_dict(reply) or {}
         choices = data.get("choices")
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
         message = first.get("message")
@@ -304,8 +339,6 @@ class OpenAIBackend(RemoteBackend):
             LabelProbsError: If a label is longer than one character.
             BackendError: If the server answers without log-probabilities or refuses the fields.
         """
-        import openai
-
         check_label_sets(label_sets, "openai", TOP_K)
         self.identity()
         probe = {"model": self._name, **PROBE_BODY, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
@@ -315,11 +348,11 @@ class OpenAIBackend(RemoteBackend):
         try:
             reply = self._retrying(lambda: self._send(probe), "/chat/completions",
                                    "Nothing was asked yet: run the same command again once the server answers.")
-        except openai.APIStatusError as exc:
+        except _status_errors() as exc:
             raise BackendError(f"generation.label_probs=true, but the server at {self._url} refused a request with "
                                f"logprobs and top_logprobs (HTTP {exc.status_code}: {self._server_says(exc)}), so "
                                f"nothing was asked. {advice}") from None
-        data = as_dict(reply) or {}
+        data = _reply_dict(reply) or {}
         choices = data.get("choices")
         if first_top_logprobs(choices[0] if isinstance(choices, list) and choices else None) is None:
             raise BackendError(f"generation.label_probs=true, but the server at {self._url} answered a request with "
@@ -334,8 +367,6 @@ class OpenAIBackend(RemoteBackend):
             BackendError: If the server refuses echo, returns no prompt log-probabilities, or returns them
                 shifted by one token (llama-cpp-python's server for a model without a BOS token).
         """
-        import openai
-
         self.identity()
         advice = ("Use the embedded backend (model=smollm2 or any llamacpp model: the same GGUF, read in this "
                   "process), or a server whose echo is aligned (vLLM); or set generation.cloze=false.")
@@ -343,11 +374,11 @@ class OpenAIBackend(RemoteBackend):
             reply = self._retrying(lambda: self._send(echo_body(self._name, ECHO_PROBE_PROMPT, self._extra_body)),
                                    "/completions", "Nothing was asked yet: run the same command again once the "
                                    "server answers.")
-        except openai.APIStatusError as exc:
+        except _status_errors() as exc:
             raise BackendError(f"generation.cloze=true, but the server at {self._url} refused a /completions request "
                                f"with echo and logprobs (HTTP {exc.status_code}: {self._server_says(exc)}), so nothing "
                                f"was asked. {advice}") from None
-        alignment = echo_alignment(as_dict(reply) or {}, ECHO_PROBE_PROMPT)
+        alignment = echo_alignment(_reply_dict(reply) or {}, ECHO_PROBE_PROMPT)
         if alignment == "aligned":
             return
         why = {
@@ -372,7 +403,8 @@ class OpenAIBackend(RemoteBackend):
             context, continuation = split_pair(prompt.text, option.text)
             text = context + continuation
             body = echo_body(self._name, text, self._extra_body)
-            reply = as_dict(self._retrying(functools.partial(self._send, body), "/completions", RESUMABLE_TEXT)) or {}
+            reply = _reply_dict(self._retrying(functools.partial(self._send, body), "/completions",
+                                               RESUMABLE_TEXT)) or {}
             echoed = echo_logprobs(reply)
             if echoed is None:
                 raise ClozeError(f"question {prompt.question_id!r}, condition {prompt.condition!r}: the server's "
@@ -389,7 +421,7 @@ class OpenAIBackend(RemoteBackend):
             return completion
         return dataclasses.replace(completion, cloze_reading=self.cloze_reading(request))
 
-    def _status_before_start(self, exc: openai.APIStatusError, endpoint: str) -> BackendError:
+    def _status_before_start(self, exc: openai.APIStatusError | StatusError, endpoint: str) -> BackendError:
         """The BackendError for an error status before the first cell (nothing was asked yet)."""
         status = exc.status_code
         if status in (401, 403):
@@ -404,7 +436,7 @@ class OpenAIBackend(RemoteBackend):
             f"Check model.name={self._name!r}, model.base_url and model.extra_body against the server."
         )
 
-    def _refused(self, status: int, exc: openai.APIStatusError) -> BackendError:
+    def _refused(self, status: int, exc: openai.APIStatusError | StatusError) -> BackendError:
         """The BackendError for 401/403: names the variable that holds the key, never the key."""
         if self._key_env is None:
             fix = ("model.api_key_env is not set, so no key was sent: put the key in an environment variable and "
@@ -415,7 +447,7 @@ class OpenAIBackend(RemoteBackend):
         return BackendError(f"the server at {self._url} refused the client (HTTP {status}: "
                             f"{self._server_says(exc)}). {fix}")
 
-    def _server_says(self, exc: openai.APIStatusError) -> str:
+    def _server_says(self, exc: openai.APIStatusError | StatusError) -> str:
         """The server's error message, short and without the key."""
         body = exc.body
         message = (body.get("message") or body.get("detail")) if isinstance(body, Mapping) else None
@@ -441,13 +473,33 @@ class OpenAIBackend(RemoteBackend):
         """``/chat/completions``, or ``/completions`` where ``model.chat=false`` sends every cell."""
         return self.chat_endpoint if self._chat else "/completions"
 
+    def _list_models(self) -> list[Any]:
+        """The entries of ``GET /models``: dicts from the light path, the official client's models otherwise.
+
+        Raises:
+            ValueError: If the light path's reply is not a JSON object (the official client raises its own).
+        """
+        if self._http is not None:
+            page = self._http.get("/models")
+            if not isinstance(page, dict):
+                raise ValueError(f"not a JSON object: {excerpt(page)}")
+            data = page.get("data")
+            return data if isinstance(data, list) else []
+        assert self._client is not None
+        return list(getattr(self._client.models.list(), "data", None) or [])
+
     def _send(self, body: Mapping[str, Any]) -> Any:
         """Send one chat-completions body exactly as built.
 
-        Everything but the model, messages and stream flag goes through ``extra_body``, which the client
-        merges into the JSON unchanged: the body is written once, by :func:`build_request`, and what
-        ``backend_options`` records is what went over the wire.
+        The light path (``model.client=http``) sends the body itself as JSON. The official client is given
+        everything but the model, messages and stream flag through ``extra_body``, which it merges into the
+        JSON unchanged: the body is written once, by :func:`build_request`, and what ``backend_options``
+        records is what went over the wire.
         """
+        if self._http is not None:  # stream=false as the official client always sends it (the probes leave it out)
+            return self._http.post("/completions" if "prompt" in body else "/chat/completions",
+                                   {**body, "stream": False})
+        assert self._client is not None
         if "prompt" in body:  # a plain completion (model.chat=false) or a cloze echo: /completions
             rest = {k: v for k, v in body.items() if k not in ("model", "prompt", "stream")}
             return self._client.completions.create(model=body["model"], prompt=body["prompt"], stream=False,
@@ -457,7 +509,7 @@ class OpenAIBackend(RemoteBackend):
                                                     extra_body=rest)
 
     def _read(self, reply: Any, request: Request, body: Mapping[str, Any], latency_s: float) -> Completion:
-        data = as_dict(reply)
+        data = _reply_dict(reply)
         if data is None:
             return self._failed(request, body, latency_s,
                                 f"unreadable reply: not JSON ({excerpt(self._redact(str(reply)))})")
@@ -474,7 +526,7 @@ class OpenAIBackend(RemoteBackend):
         """Any error status but 401/403 and 404, or a body the client could not read, is a failed request."""
         import openai
 
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, openai.APIStatusError | StatusError):
             status = exc.status_code
             if status in (401, 403):
                 raise self._refused(status, exc) from None
@@ -507,7 +559,10 @@ class OpenAIBackend(RemoteBackend):
 
     def close(self) -> None:
         """Close the client's connections."""
-        self._client.close()
+        if self._http is not None:
+            self._http.close()
+        if self._client is not None:
+            self._client.close()
 
 
 # The backend's one entry: model.backend="openai" finds its schema, factory and capabilities here.
