@@ -56,6 +56,8 @@ class _Responses:
         cells = model.cells
         self.condition = cells["condition"].to_numpy()
         self.repetition = cells["repetition"].to_numpy()
+        # Plain objects: iterating the factorized ids of a pyarrow-backed column costs a call per id.
+        self.questions = cells["question_id"].to_numpy(dtype=object)
         self._values: dict[str, tuple[list[str | None], NDArray[np.bool_]]] = {}
         self._gathered: dict[tuple[str, str], dict[str, list[str | None]]] = {}
         self._repeated: dict[str, bool] = {}
@@ -80,7 +82,7 @@ class _Responses:
             positions = np.flatnonzero(self.condition == condition)
             positions = positions[np.argsort(self.repetition[positions], kind="stable")]
             positions = positions[has[positions]]
-            questions = self.model.cells["question_id"].iloc[positions].reset_index(drop=True)
+            questions = pd.Series(self.questions[positions], dtype=object)
             self._gathered[key] = {question: [listed[i] for i in positions[rows].tolist()]
                                    for question, rows in question_rows(questions)}
         return self._gathered[key]
