@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from prism.compare.noise import measure_values, question_rows
 from prism.compare.tables import ModelCells, Pair, shared_conditions
@@ -42,13 +43,61 @@ NO_REPETITIONS = ("no repetitions under this condition ({who}): a model's own no
                   "Run with generation.repetitions=2 or more (and a temperature above 0)")
 
 
+class _Responses:
+    """One run's responses per condition, measure and question, each gathered once for every pair it is in.
+
+    The reference run is in every pair of the default pairing, and each run in one per condition: reading its
+    frame again for each (filtering by condition, sorting, mapping every cell to its value) was most of the
+    table's time after the bootstrap.
+    """
+
+    def __init__(self, model: ModelCells) -> None:
+        self.model = model
+        cells = model.cells
+        self.condition = cells["condition"].to_numpy()
+        self.repetition = cells["repetition"].to_numpy()
+        # Plain objects: iterating the factorized ids of a pyarrow-backed column costs a call per id.
+        self.questions = cells["question_id"].to_numpy(dtype=object)
+        self._values: dict[str, tuple[list[str | None], NDArray[np.bool_]]] = {}
+        self._gathered: dict[tuple[str, str], dict[str, list[str | None]]] = {}
+        self._repeated: dict[str, bool] = {}
+
+    def _measured(self, measure: str) -> tuple[list[str | None], NDArray[np.bool_]]:
+        """Every cell's value under the measure (by position), and which cells have one (prob_tv: not all)."""
+        if measure not in self._values:
+            cells = self.model.cells
+            values = measure_values(cells, measure)
+            has = cells.index.isin(values.index)
+            listed: list[str | None] = [None] * len(cells)
+            for position, value in zip(np.flatnonzero(has).tolist(), values.tolist(), strict=True):
+                listed[position] = value
+            self._values[measure] = listed, has
+        return self._values[measure]
+
+    def of(self, condition: str, measure: str) -> dict[str, list[str | None]]:
+        """Per question (in order of first appearance), the values under the condition, in repetition order."""
+        key = (condition, measure)
+        if key not in self._gathered:
+            listed, has = self._measured(measure)
+            positions = np.flatnonzero(self.condition == condition)
+            positions = positions[np.argsort(self.repetition[positions], kind="stable")]
+            positions = positions[has[positions]]
+            questions = pd.Series(self.questions[positions], dtype=object)
+            self._gathered[key] = {question: [listed[i] for i in positions[rows].tolist()]
+                                   for question, rows in question_rows(questions)}
+        return self._gathered[key]
+
+    def repeated(self, condition: str) -> bool:
+        """Whether some question has two cells under the condition."""
+        if condition not in self._repeated:
+            own = self.model.cells["question_id"].iloc[np.flatnonzero(self.condition == condition)]
+            self._repeated[condition] = bool(own.dropna().duplicated().any())  # as a groupby counts them
+        return self._repeated[condition]
+
+
 def _responses(model: ModelCells, condition: str, measure: str) -> dict[str, list[str | None]]:
     """Per question (in order of first appearance), the model's values under the condition, in repetition order."""
-    cells = model.cells[model.cells["condition"] == condition].sort_values("repetition", kind="stable")
-    values = measure_values(cells, measure)
-    listed = values.tolist()
-    return {question: [listed[i] for i in rows.tolist()]
-            for question, rows in question_rows(cells.loc[values.index, "question_id"])}
+    return _Responses(model).of(condition, measure)
 
 
 def _mean_off_diagonal(block: np.ndarray) -> float:
@@ -56,9 +105,30 @@ def _mean_off_diagonal(block: np.ndarray) -> float:
     return float(block.sum() / (n * (n - 1))) if n >= 2 else math.nan
 
 
+def _single_answers(a: dict[str, list[str | None]], b: dict[str, list[str | None]]) -> shifts.StepData | None:
+    """The ``answer`` step of two models with one response each to every question both answered, or None.
+
+    The per-question matrices :func:`prism.stats.shifts.difference_matrix` gives, [[0, d], [d, 0]] with d = 1
+    where the two answer categories differ, from one comparison of all the questions (views of one array).
+    """
+    shared = [(values_a, values_b) for question, values_a in a.items() if (values_b := b.get(question))]
+    if not shared or any(len(x) != 1 or len(y) != 1 for x, y in shared):
+        return None
+    differ = (np.asarray([str(x[0]) for x, _ in shared], dtype=object)
+              != np.asarray([str(y[0]) for _, y in shared], dtype=object))
+    matrices = np.zeros((len(shared), 2, 2), dtype=np.float64)
+    matrices[:, 0, 1] = matrices[:, 1, 0] = differ
+    ones = np.ones(len(shared), dtype=np.int64)
+    return shifts.StepData(tuple(matrices), ones, ones.copy())
+
+
 def pair_step(a: dict[str, list[str | None]], b: dict[str, list[str | None]],
               measure: str, embed: shifts.Embed | None = None) -> tuple[shifts.StepData, float, float]:
     """The two models' responses as one step (a's first), and the mean within of each over the repeated questions."""
+    if measure == "answer":  # without repetitions: no within, and no matrix built question by question
+        single = _single_answers(a, b)
+        if single is not None:
+            return single, math.nan, math.nan
     blocks, own_a, own_b = [], [], []
     for question, values_a in a.items():
         values_b = b.get(question)
@@ -75,14 +145,10 @@ def pair_step(a: dict[str, list[str | None]], b: dict[str, list[str | None]],
     return shifts.StepData.from_blocks(blocks), within_a, within_b
 
 
-def _unrepeated(a: ModelCells, b: ModelCells, condition: str) -> str:
+def _unrepeated(a: _Responses, b: _Responses, condition: str) -> str:
     """Which of the two models has no question with two responses under the condition."""
-    def repeated(model: ModelCells) -> bool:
-        cells = model.cells[model.cells["condition"] == condition]
-        return bool(len(cells) and (cells.groupby("question_id").size() >= 2).any())
-
-    lacking = [m.label for m in (a, b) if not repeated(m)]
-    return " and ".join(lacking) or f"no question has two responses of both {a.label} and {b.label}"
+    lacking = [m.model.label for m in (a, b) if not m.repeated(condition)]
+    return " and ".join(lacking) or f"no question has two responses of both {a.model.label} and {b.model.label}"
 
 
 def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_boot: int, n_permutations: int,
@@ -102,31 +168,43 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
     """
     rows: list[dict[str, Any]] = []
     # The reference run is in every pair of the default pairing: its responses are gathered once.
-    gathered: dict[tuple[str, str, str], dict[str, list[str | None]]] = {}
+    gathered: dict[str, _Responses] = {}
 
-    def responses(model: ModelCells, condition: str, measure: str) -> dict[str, list[str | None]]:
-        key = (model.run_id, condition, measure)
-        if key not in gathered:
-            gathered[key] = _responses(model, condition, measure)
-        return gathered[key]
+    def responses(model: ModelCells) -> _Responses:
+        if model.run_id not in gathered:
+            gathered[model.run_id] = _Responses(model)
+        return gathered[model.run_id]
 
     for a, b in pairs:
+        # The pair's steps first, then their shifts together (shifts.shifts_of: one bootstrap product for all
+        # the steps without repetitions), then each measure's Holm correction over the pair's conditions.
+        groups: list[list[dict[str, Any]]] = []
         for measure in measures:
             group: list[dict[str, Any]] = []
             for condition in shared_conditions(a, b):
-                data, within_a, within_b = pair_step(responses(a, condition, measure),
-                                                     responses(b, condition, measure), measure, embed)
+                data, within_a, within_b = pair_step(responses(a).of(condition, measure),
+                                                     responses(b).of(condition, measure), measure, embed)
                 if not data.matrices:  # prob_tv without probabilities, or no question both answered
                     continue
-                est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+                group.append({"condition": condition, "measure": measure, "_data": data,
+                              "_within": (within_a, within_b)})
+            groups.append(group)
+        found = iter(shifts.shifts_of([r["_data"] for group in groups for r in group], n_boot=n_boot,
+                                      n_permutations=n_permutations, seed=seed))
+        for group in groups:
+            for row in group:
+                est, data = next(found), row["_data"]
                 repeated = data.repeated
-                group.append({"model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
-                              "condition": condition, "measure": measure, "n_questions": est.n_questions,
-                              "between": est.between, "within_a": within_a if repeated else math.nan,
-                              "within_b": within_b if repeated else math.nan, "excess": est.excess,
-                              "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
-                              "note": "" if repeated else NO_REPETITIONS.format(who=_unrepeated(a, b, condition)),
-                              "_null": est.null, "_data": data})
+                within_a, within_b = row.pop("_within")
+                condition = row["condition"]
+                row.update({"model_a": a.label, "model_b": b.label, "run_a": a.run_id, "run_b": b.run_id,
+                            "n_questions": est.n_questions, "between": est.between,
+                            "within_a": within_a if repeated else math.nan,
+                            "within_b": within_b if repeated else math.nan, "excess": est.excess,
+                            "excess_ci_low": est.ci_low, "excess_ci_high": est.ci_high, "p": est.p,
+                            "note": "" if repeated else NO_REPETITIONS.format(
+                                who=_unrepeated(responses(a), responses(b), condition)),
+                            "_null": est.null})
             adjusted = basics.holm(np.asarray([r["p"] for r in group], dtype=np.float64))
             level = power.holm_level(int(np.isfinite(adjusted).sum()))  # a lone effect among the pair's tests
             for row, p_holm in zip(group, adjusted, strict=True):

@@ -249,6 +249,73 @@ def ratio_estimate(
     return Estimate(point, low, high)
 
 
+# Whole numbers up to this are exact in float64, and so is every sum of them below it.
+_EXACT = 2.0**52
+
+# Most statistics of one matrix product in :func:`ratio_estimates` (bounds its (n_boot, 2 x this) result).
+_BATCH = 64
+
+
+def _whole(values: NDArray[np.float64]) -> bool:
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.floor(values)))
+
+
+def ratio_estimates(sums: Sequence[tuple[ArrayLike, ArrayLike]], *, n_boot: int, seed: int,
+                    level: float = LEVEL) -> list[Estimate]:
+    """:func:`ratio_estimate` of each (numerators, denominators), the statistics of one question count at once.
+
+    Every estimate is the one :func:`ratio_estimate` returns: same weights, same values, same interval.
+    The estimates over the same number of questions share one set of weights (:func:`resample_weights`),
+    so their resampled sums are taken in one matrix product instead of two matrix-vector products each,
+    which read the whole (n_boot, n) weights from memory every time (most of the scorecard's time). That
+    product sums in another order than the matrix-vector product, which is exact only for whole numbers:
+    sums whose numerators and denominators are whole (counts of cells, as every PRISM rate is) and small
+    enough that every resampled sum stays below 2**52 are batched; any other is estimated alone by
+    :func:`ratio_estimate`.
+
+    Args:
+        sums: Per statistic, (numerators, denominators) per question (:func:`question_sums`).
+        n_boot: Bootstrap resamples.
+        seed: Bootstrap seed.
+        level: Interval coverage.
+
+    Returns:
+        One :class:`Estimate` per entry of ``sums``, in order.
+    """
+    found: list[Estimate | None] = [None] * len(sums)
+    batches: dict[int, list[tuple[int, NDArray[np.float64], NDArray[np.float64]]]] = {}
+    for i, (numerators, denominators) in enumerate(sums):
+        num = np.asarray(numerators, dtype=np.float64)
+        den = np.asarray(denominators, dtype=np.float64)
+        keep = den > 0
+        num, den = num[keep], den[keep]
+        # A resample draws n questions, so its sums are at most n times the largest entry.
+        bound = num.size * max(float(np.abs(num).max(initial=0.0)), float(np.abs(den).max(initial=0.0)))
+        if num.size == 0 or not (_whole(num) and _whole(den) and bound < _EXACT):
+            found[i] = ratio_estimate(num, den, n_boot=n_boot, seed=seed, level=level)
+            continue
+        batches.setdefault(num.size, []).append((i, num, den))
+    if batches and n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    if batches and not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    for n, members in batches.items():
+        for start in range(0, len(members), _BATCH):
+            chunk = members[start : start + _BATCH]
+            # Columns: every member's numerators, then every member's denominators.
+            stacked = np.column_stack([num for _, num, _ in chunk] + [den for _, _, den in chunk])
+            resampled = np.empty((n_boot, stacked.shape[1]), dtype=np.float64)
+            row = 0
+            for weights in resample_weights(n, n_boot, seed):
+                resampled[row : row + len(weights)] = weights @ stacked
+                row += len(weights)
+            for j, (i, num, den) in enumerate(chunk):
+                point = float(num.sum() / den.sum())
+                values = resampled[:, j] / resampled[:, len(chunk) + j]
+                found[i] = Estimate(point, *percentile_interval(values, point, level))
+    return [e if e is not None else Estimate.undefined() for e in found]
+
+
 def pooled_rate(values: ArrayLike, questions: ArrayLike, *, n_boot: int, seed: int, level: float = LEVEL) -> Estimate:
     """Mean of a per-cell value pooled over cells, with a bootstrap that resamples questions.
 

@@ -335,6 +335,22 @@ def _outer_draws(seed: int, n_boot: int, n: int) -> tuple[NDArray[np.intp], Mapp
     return counts, rng.bit_generator.state
 
 
+@functools.lru_cache(maxsize=1)
+def _outer_weights(seed: int, n_boot: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`_outer_draws`' counts as float64 weights and their row sums, for steps of single responses only.
+
+    Such a step (every question one response of each condition: runs without repetitions) is all one matrix
+    product with these weights; converting and copying the (B, n) counts for each of them took most of its
+    time. The product is the one the general path takes on the same (copied) matrix.
+    """
+    counts, _ = _outer_draws(seed, n_boot, n)
+    weights = counts.astype(np.float64)
+    weights.setflags(write=False)  # shared by every caller
+    drawn = weights.sum(axis=1)
+    drawn.setflags(write=False)
+    return weights, drawn
+
+
 def _bootstrap(data: StepData, n_boot: int, seed: int, repeated: bool) -> NDArray[np.float64]:
     """The excess (or, without repetitions, the between) on each two-level bootstrap resample.
 
@@ -357,9 +373,13 @@ def _bootstrap(data: StepData, n_boot: int, seed: int, repeated: bool) -> NDArra
     if single.any() and not repeated:
         value = np.asarray([m[0, 1] for m, s in zip(data.matrices, single, strict=True) if s], dtype=np.float64)
         finite = np.isfinite(value)
-        weights = counts[:, single][:, finite].astype(np.float64)
+        if single.all() and finite.all():
+            weights, drawn = _outer_weights(seed, n_boot, n)
+        else:
+            weights = counts[:, single][:, finite].astype(np.float64)
+            drawn = weights.sum(axis=1)
         totals += weights @ value[finite]
-        used += weights.sum(axis=1)
+        used += drawn
     for q, matrix in enumerate(data.matrices):
         if single[q] and not repeated:
             continue
@@ -456,6 +476,62 @@ def shift(data: StepData, *, n_boot: int, n_permutations: int, seed: int, level:
     permuted = _permutations(data, n_permutations, np.random.default_rng(perm_seed))
     p = (1 + int((permuted >= excess - _TIE_TOLERANCE).sum())) / (1 + n_permutations)
     return Shift(between, within, excess, low, high, p, len(data.matrices), n_permutations, permuted)
+
+
+# Most steps of one matrix product in :func:`shifts_of` (bounds its (B, this) result).
+_BATCH = 64
+
+
+def _single_values(data: StepData) -> NDArray[np.float64] | None:
+    """The step's one difference per question, or None unless it is a step :func:`shifts_of` batches.
+
+    That is: every question has one response of each condition and every difference is a whole number
+    (``answer``'s 0 or 1).
+    """
+    if not data.matrices or not (np.all(data.n_from == 1) and np.all(data.n_to == 1)):
+        return None
+    value = np.asarray([m[0, 1] for m in data.matrices], dtype=np.float64)
+    if not (np.all(np.isfinite(value)) and np.all(value == np.floor(value))
+            and len(value) * float(np.abs(value).max()) < 2.0**52):
+        return None
+    return value
+
+
+def shifts_of(steps: Sequence[StepData], *, n_boot: int, n_permutations: int, seed: int,
+              level: float = LEVEL) -> list[Shift]:
+    """:func:`shift` of each step, the steps without repetitions over the same questions in one product.
+
+    A step whose every question has one response of each condition resamples only its questions: its
+    bootstrap is one product of the outer draws' weights with its differences, which reads the whole (B, n)
+    weights from memory each time. Steps of whole-number differences (the ``answer`` measure) over the same
+    number of questions take that product together; their sums of whole numbers are exact in any order, so
+    each result is the one :func:`shift` returns alone. Every other step is :func:`shift` itself.
+
+    Raises:
+        ValueError: If ``n_boot`` or ``n_permutations`` is below 1.
+    """
+    if steps and (n_boot < 1 or n_permutations < 1):  # as shift refuses them, at its first step
+        raise ValueError(f"n_boot and n_permutations must be at least 1, got {n_boot} and {n_permutations}")
+    found: list[Shift | None] = [None] * len(steps)
+    batches: dict[int, list[tuple[int, NDArray[np.float64]]]] = {}
+    for i, data in enumerate(steps):
+        value = _single_values(data)
+        if value is None:
+            found[i] = shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed, level=level)
+        else:
+            batches.setdefault(len(value), []).append((i, value))
+    for n, members in batches.items():
+        weights, drawn = _outer_weights(seed, n_boot, n)
+        for start in range(0, len(members), _BATCH):
+            chunk = members[start : start + _BATCH]
+            totals = weights @ np.column_stack([value for _, value in chunk])
+            for j, (i, value) in enumerate(chunk):
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    resampled = np.asarray(np.where(drawn > 0, totals[:, j] / drawn, np.nan), dtype=np.float64)
+                between = float(value.mean())
+                low, high = percentile_interval(resampled, between, level)
+                found[i] = Shift(between, math.nan, math.nan, low, high, math.nan, n, 0)
+    return [f if f is not None else Shift.undefined() for f in found]
 
 
 def is_shift(excess: float, p_holm: float, alpha: float = SIGNIFICANCE) -> bool:
