@@ -1,15 +1,15 @@
 """The comparison's figures as PNG files: accuracy and flip-rate heatmaps, the divergence matrix.
 
-matplotlib is imported inside :func:`write_plots` with the non-interactive Agg backend, so nothing here
-needs a display and ``import prism.compare`` stays cheap. Each cell is annotated with its value and
-its 95% interval, so the figure can be read without the CSV beside it.
+matplotlib is imported inside the drawing, and the figures are ``matplotlib.figure.Figure`` objects saved
+directly (Agg renders the PNG), never pyplot's: nothing here needs a display, ``import prism.compare`` stays
+cheap, and a comparison neither imports pyplot nor registers and closes figures with it. Each cell is
+annotated with its value and its 95% interval, so the figure can be read without the CSV beside it.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,29 +28,33 @@ def _annotation(value: float, low: float, high: float) -> str:
     return f"{formatting.number(value)}\n{formatting.interval(low, high)}"
 
 
-def _heatmap(plt: Any, values: np.ndarray, labels: list[list[str]], rows: list[str], columns: list[str],
+def _heatmap(values: np.ndarray, labels: list[list[str]], rows: list[str], columns: list[str],
              title: str, colorbar: str, path: Path, cmap: str) -> Path:
     """Draw one annotated heatmap with a fixed [0, 1] scale (rates are comparable across figures)."""
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 + 1.25 * len(columns)), 1.4 + 0.8 * len(rows)),
-                           layout="constrained")
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    # A Figure without pyplot: no figure manager to register and close, and pyplot is never imported; savefig
+    # renders the PNG with Agg all the same.
+    fig = Figure(figsize=(max(6.0, 1.6 + 1.25 * len(columns)), 1.4 + 0.8 * len(rows)), layout="constrained")
+    ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(values), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
-    colormap = plt.get_cmap(cmap)
+    # Every cell's colour at once (the colormap's lookup is per element, so each is the one a lone call gives).
+    rgba = colormaps[cmap](np.where(np.isnan(values), 0.0, values))
     ax.set_xticks(range(len(columns)), columns, rotation=30 if max(map(len, columns)) > 6 else 0, ha="right"
                   if max(map(len, columns)) > 6 else "center")
     ax.set_yticks(range(len(rows)), rows)
     for i in range(len(rows)):
         for j in range(len(columns)):
-            value = values[i, j]
             color = "black"
-            if not math.isnan(value):
+            if not math.isnan(values[i, j]):
                 # Light text on dark cells, dark on light ones (relative luminance of the cell colour).
-                red, green, blue, _ = colormap(float(value))
+                red, green, blue, _ = rgba[i, j]
                 color = "black" if 0.2126 * red + 0.7152 * green + 0.0722 * blue > 0.45 else "white"
             ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=8, color=color)
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label=colorbar, shrink=0.8)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -58,11 +62,20 @@ def _grid(table: pd.DataFrame, row: str, column: str, value: str, low: str, high
           columns: list[str]) -> tuple[np.ndarray, list[list[str]]]:
     values = np.full((len(rows), len(columns)), np.nan)
     labels = [["n/a"] * len(columns) for _ in rows]
+    row_at, column_at = _positions(rows), _positions(columns)
     for record in table.to_dict("records"):
-        i, j = rows.index(str(record[row])), columns.index(str(record[column]))
+        i, j = row_at[str(record[row])], column_at[str(record[column])]
         values[i, j] = float(record[value])
         labels[i][j] = _annotation(float(record[value]), float(record[low]), float(record[high]))
     return values, labels
+
+
+def _positions(names: list[str]) -> dict[str, int]:
+    """Each name's first position (``list.index`` in one lookup: the comparison's figures are up to runs x runs)."""
+    at: dict[str, int] = {}
+    for i, name in enumerate(names):
+        at.setdefault(name, i)
+    return at
 
 
 def write_plots(out: Path, accuracy: pd.DataFrame, sensitivity: pd.DataFrame, divergence: pd.DataFrame,
@@ -74,25 +87,20 @@ def write_plots(out: Path, accuracy: pd.DataFrame, sensitivity: pd.DataFrame, di
         accuracy: :func:`prism.compare.tables.accuracy_table`.
         sensitivity: :func:`prism.compare.tables.sensitivity_table`.
         divergence: :func:`prism.compare.tables.divergence_table` (the divergence matrix is drawn only
-            with two or more models).
+            when it holds a pair of models: the report's divergence section shows it).
         condition_disagreement: :func:`prism.compare.tables.condition_disagreement_table` (the matrix's
             diagonal).
 
     Returns:
         The files written: the accuracy heatmap (model x condition), the flip-rate heatmap (model x
-        non-baseline condition) and, with two or more models, the pairwise divergence matrix.
+        non-baseline condition) and, with a pair of models in ``divergence``, the pairwise divergence matrix.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out.mkdir(parents=True, exist_ok=True)
     models = list(dict.fromkeys(accuracy["model"]))
     conditions = list(dict.fromkeys(accuracy["condition"]))
     written = []
     values, labels = _grid(accuracy, "model", "condition", "accuracy", "ci_low", "ci_high", models, conditions)
-    written.append(_heatmap(plt, values, labels, models, conditions, "Accuracy (95% bootstrap interval)",
+    written.append(_heatmap(values, labels, models, conditions, "Accuracy (95% bootstrap interval)",
                             "accuracy", out / ACCURACY_PNG, "viridis"))
 
     flips = sensitivity[sensitivity["condition"] != sensitivity["baseline"]]
@@ -101,25 +109,28 @@ def write_plots(out: Path, accuracy: pd.DataFrame, sensitivity: pd.DataFrame, di
         flip_conditions = [c for c in conditions if c in set(flips["condition"])]
         values, labels = _grid(flips, "model", "condition", "flip_rate", "flip_ci_low", "flip_ci_high", models,
                                flip_conditions)
-        written.append(_heatmap(plt, values, labels, models, flip_conditions,
+        written.append(_heatmap(values, labels, models, flip_conditions,
                                 f"Flip rate vs {baseline} (95% bootstrap interval)", "flip rate",
                                 out / FLIP_RATE_PNG, "magma"))
 
-    if len(models) >= 2:
-        pooled = divergence[divergence["condition"] == POOLED]
+    pooled = divergence[divergence["condition"] == POOLED]
+    # The matrix is shown by the divergence section, which only a comparison with pairs of runs on one question
+    # set has (runs on different sets have no divergence table): without a pair it is not drawn.
+    if len(models) >= 2 and not pooled.empty:
         values = np.full((len(models), len(models)), np.nan)
         labels = [["n/a"] * len(models) for _ in models]
+        at = _positions(models)
         for row in pooled.to_dict("records"):
-            i, j = models.index(str(row["model_a"])), models.index(str(row["model_b"]))
+            i, j = at[str(row["model_a"])], at[str(row["model_b"])]
             values[i, j] = values[j, i] = float(row["disagreement"])
             labels[i][j] = labels[j][i] = _annotation(float(row["disagreement"]), float(row["disagreement_ci_low"]),
                                                       float(row["disagreement_ci_high"]))
         for row in condition_disagreement.to_dict("records"):
-            i = models.index(str(row["model"]))
+            i = at[str(row["model"])]
             values[i, i] = float(row["condition_disagreement"])
             labels[i][i] = _annotation(float(row["condition_disagreement"]), float(row["ci_low"]),
                                        float(row["ci_high"]))
-        written.append(_heatmap(plt, values, labels, models, models,
+        written.append(_heatmap(values, labels, models, models,
                                 "Answer disagreement between models, all conditions\n"
                                 "(diagonal: each model's own across-condition disagreement)",
                                 "disagreement", out / DIVERGENCE_PNG, "cividis"))

@@ -3,7 +3,7 @@
 A point is the step's excess (between - within) with its 95% interval, or its between when the run has
 no repetitions (then no step can be a shift). A shift is drawn filled and the first shifting value is
 marked, so the figure answers "from which value on does the answer move?". matplotlib is imported inside
-:func:`write_profile_plot` with the Agg backend, as in :mod:`prism.compare.plots`.
+:func:`write_profile_plot`, and the figure is drawn without pyplot, as in :mod:`prism.compare.plots`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ def write_profile_plot(out: Path, profile: pd.DataFrame, measure: str = "answer"
     rows = profile[profile["measure"] == measure] if len(profile) else profile
     if rows.empty:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     panels = list(rows.groupby(["model", "axis"], sort=False))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7.0, 2.4 * len(panels)), layout="constrained", squeeze=False)
+    # A Figure without pyplot (as in prism.compare.plots): savefig renders it with Agg.
+    fig = Figure(figsize=(7.0, 2.4 * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False)
     for ax, ((model, axis), steps) in zip(axes[:, 0], panels, strict=True):
         repeated = steps["within"].notna().any()
         values = steps["excess"] if repeated else steps["between"]
@@ -61,7 +60,6 @@ def write_profile_plot(out: Path, profile: pd.DataFrame, measure: str = "answer"
     axes[0, 0].legend(fontsize=7, loc="upper left")
     path = out / PROFILE_PNG
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

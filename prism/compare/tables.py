@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from prism.conditions.axes import Axis
 from prism.stats import basics
+from prism.stats.bootstrap_batch import Batch
 
 if TYPE_CHECKING:
     from prism.compare.comparison_tables import ComparisonTables
@@ -113,15 +115,24 @@ def accuracy_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> p
         Columns :data:`ACCURACY_COLUMNS`; ``n`` is the number of observed cells (UNKNOWN counts as wrong).
         A run on items without an answer key gets NaN accuracy and interval: nothing there is correct.
     """
-    rows = []
+    batch = Batch(n_boot=n_boot, seed=seed)
+    rows: list[list[object]] = []
+    pending: list[tuple[int, int]] = []  # (row, statistic) whose interval the batch fills in
     for model in models:
+        keyed = has_key(model)
+        conditions = _Codes(model.cells["condition"])
+        questions, _ = pd.factorize(model.cells["question_id"])
+        correct = model.cells["correct"].to_numpy(np.float64)
         for condition in model.conditions:
-            cells = model.cells[model.cells["condition"] == condition]
-            if not has_key(model):
-                rows.append((model.label, condition, len(cells), math.nan, math.nan, math.nan))
+            mask = conditions.mask(condition)
+            n = int(mask.sum())
+            if not keyed:
+                rows.append([model.label, condition, n, math.nan, math.nan, math.nan])
                 continue
-            est = basics.pooled_rate(cells["correct"], cells["question_id"], n_boot=n_boot, seed=seed)
-            rows.append((model.label, condition, len(cells), est.value, est.ci_low, est.ci_high))
+            index, point = batch.add_ratio(*_question_sums(questions[mask], correct[mask]))
+            rows.append([model.label, condition, n, point, math.nan, math.nan])
+            pending.append((len(rows) - 1, index))
+    _fill(rows, pending, batch, (4, 5))
     return pd.DataFrame(rows, columns=list(ACCURACY_COLUMNS))
 
 
@@ -147,33 +158,59 @@ def sensitivity_table(models: Sequence[ModelCells], baseline: str, *, n_boot: in
     Raises:
         ValueError: If a model has no ``baseline`` condition.
     """
-    frames = []
+    batch = Batch(n_boot=n_boot, seed=seed)
+    per_model: list[tuple[ModelCells, list[dict[str, object]]]] = []
+    pending: list[tuple[dict[str, object], str, int]] = []  # (row, interval's prefix, statistic)
     for model in models:
         if baseline not in model.conditions:
             raise ValueError(f"the baseline condition {baseline!r} is not among {model.label}'s conditions "
                              f"{list(model.conditions)}; pass baseline=NAME with one of them")
+        keyed = has_key(model)
         cells = model.cells
-        base = cells[cells["condition"] == baseline][["question_id", "repetition", "category", "correct"]]
+        own = _Codes(cells["condition"])
+        # One merge of the baseline's cells with every condition's: a condition's pairs are its rows, in the
+        # order of the per-condition merge (the baseline's rows, then the condition's).
+        base = cells[own.mask(baseline)][["question_id", "repetition", "category", "correct"]]
+        paired = base.merge(cells[["question_id", "repetition", "condition", "category", "correct"]],
+                            on=["question_id", "repetition"], suffixes=("_base", ""))
+        conditions = _Codes(paired["condition"])
+        questions, _ = pd.factorize(paired["question_id"])
+        answers_base, answers = _category_codes(paired["category_base"], paired["category"])
+        correct_base = np.asarray(paired["correct_base"], dtype=bool)
+        correct = np.asarray(paired["correct"], dtype=bool)
+        own_correct = cells["correct"].to_numpy(np.float64)
         rows = []
         for condition in model.conditions:
-            own = cells[cells["condition"] == condition]
-            paired = base.merge(own[["question_id", "repetition", "category", "correct"]],
-                                on=["question_id", "repetition"], suffixes=("_base", ""))
-            delta = basics.delta_accuracy(paired["correct_base"], paired["correct"], paired["question_id"],
-                                         n_boot=n_boot, seed=seed)
-            flip = basics.flip_rate(paired["category_base"], paired["category"], paired["question_id"],
-                                   n_boot=n_boot, seed=seed)
+            mask = conditions.mask(condition)
+            q, cb, cc = questions[mask], correct_base[mask], correct[mask]
+            flips = _differ(answers_base[mask], answers[mask])
+            flip_index, flip = batch.add_ratio(*_question_sums(q, flips))
+            delta_index, delta = -1, math.nan
+            if keyed:
+                delta_index, delta = batch.add_ratio(*_question_sums(q, cc.astype(np.float64)
+                                                                     - cb.astype(np.float64)))
+            pairs = int(mask.sum())
             p = math.nan  # the baseline is not tested against itself; nothing is tested without pairs
             discordant = (0, 0)
-            if condition != baseline and len(paired):
-                discordant = basics.discordant_counts(paired["correct_base"], paired["correct"])
+            if condition != baseline and pairs:
+                discordant = basics.discordant_counts(cb, cc)
                 p = basics.mcnemar_exact(*discordant)
-            accuracy = float(own["correct"].mean()) if len(own) else math.nan
-            rows.append({"model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
-                         "delta_accuracy": delta.value, "delta_ci_low": delta.ci_low, "delta_ci_high": delta.ci_high,
-                         "mcnemar_p": p, "flip_rate": flip.value, "flip_ci_low": flip.ci_low,
-                         "flip_ci_high": flip.ci_high, "_pairs": len(paired), "_discordant": sum(discordant),
-                         "_both": int((paired["correct_base"].astype(bool) & paired["correct"].astype(bool)).sum())})
+            own_mask = own.mask(condition)
+            accuracy = float(own_correct[own_mask].mean()) if own_mask.any() else math.nan
+            row: dict[str, object] = {
+                "model": model.label, "condition": condition, "baseline": baseline, "accuracy": accuracy,
+                "delta_accuracy": delta, "delta_ci_low": math.nan, "delta_ci_high": math.nan, "mcnemar_p": p,
+                "flip_rate": flip, "flip_ci_low": math.nan, "flip_ci_high": math.nan, "_pairs": pairs,
+                "_discordant": sum(discordant), "_both": int((cb & cc).sum())}
+            pending += [(row, "delta", delta_index), (row, "flip", flip_index)]
+            rows.append(row)
+        per_model.append((model, rows))
+    found = batch.intervals()
+    for row, prefix, index in pending:
+        if index >= 0:
+            row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"] = found[index]
+    frames = []
+    for model, rows in per_model:
         table = pd.DataFrame(rows)
         if not has_key(model):
             # Without a key there is no accuracy to differ; the flip rate (answers alone) still holds.
@@ -268,6 +305,10 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
     across-condition disagreement over the shared conditions (:func:`prism.stats.basics.excess`), with its
     interval; it is undefined (empty) with fewer than two shared conditions.
 
+    Every interval is evaluated at the end in one :class:`prism.stats.bootstrap_batch.Batch` (the same
+    numbers as one bootstrap per row), and each run's own disagreement is counted once per set of shared
+    conditions, not once per pair.
+
     Args:
         models: The compared runs.
         n_boot: Bootstrap resamples.
@@ -278,37 +319,103 @@ def divergence_table(models: Sequence[ModelCells], *, n_boot: int, seed: int,
         Columns :data:`DIVERGENCE_COLUMNS`; for each pair (in the given order) one row per shared
         condition, then the pooled row. Empty with fewer than two models.
     """
-    rows = []
+    batch = Batch(n_boot=n_boot, seed=seed)
+    within: dict[tuple[int, tuple[str, ...]], pd.DataFrame] = {}
+    rows: list[dict[str, object]] = []
+    pending: list[tuple[dict[str, object], str, int]] = []
     for a, b in (combinations(models, 2) if pairs is None else pairs):
         conditions = shared_conditions(a, b)
-        within_a = basics.within_pair_sums(a.cells[a.cells["condition"].isin(conditions)])
-        within_b = basics.within_pair_sums(b.cells[b.cells["condition"].isin(conditions)])
-        paired = pair_cells(a, b, conditions)
+        paired = _paired_answers(a, b, conditions)
+        questions, uniques = pd.factorize(paired["question_id"])
+        # Each run's own condition pairs per question, lined up with the pair's questions (NaN: none).
+        own = [_within(m, conditions, within).reindex(uniques) for m in (a, b)]
+        own_sums = np.column_stack([o[c].to_numpy(np.float64) for o in own for c in ("differ", "pairs")])
+        answers_a, answers_b = _category_codes(paired["category_a"], paired["category_b"])
+        answered = np.asarray(paired["recovered_a"], dtype=bool) & np.asarray(paired["recovered_b"], dtype=bool)
+        cells = _PairCells(questions, _differ(answers_a, answers_b), answers_a, answers_b,
+                           np.asarray(paired["correct_a"], dtype=bool), np.asarray(paired["correct_b"], dtype=bool),
+                           answered, own_sums)
+        by_condition = _Codes(paired["condition"])
         for condition in [*conditions, POOLED]:
-            cells = paired if condition == POOLED else paired[paired["condition"] == condition]
-            rows.append({"model_a": a.label, "model_b": b.label, "condition": condition,
-                         **_divergence(cells, within_a, within_b, n_boot=n_boot, seed=seed)})
+            part = cells if condition == POOLED else cells.subset(by_condition.mask(condition))
+            row, indexes = part.divergence(batch)
+            row = {"model_a": a.label, "model_b": b.label, "condition": condition, **row}
+            pending += [(row, prefix, index) for prefix, index in indexes.items()]
+            rows.append(row)
+    found = batch.intervals()
+    for row, prefix, index in pending:
+        if index >= 0:
+            row[f"{prefix}_ci_low"], row[f"{prefix}_ci_high"] = found[index]
     return pd.DataFrame(rows, columns=list(DIVERGENCE_COLUMNS)) if rows else _empty(DIVERGENCE_COLUMNS)
 
 
-def _divergence(cells: pd.DataFrame, within_a: pd.DataFrame, within_b: pd.DataFrame, *, n_boot: int,
-                seed: int) -> dict[str, float]:
-    differ = cells["category_a"] != cells["category_b"]
-    dis = basics.disagreement(cells["category_a"], cells["category_b"], cells["question_id"], n_boot=n_boot, seed=seed)
-    answered = cells["recovered_a"] & cells["recovered_b"]
-    per_cell = pd.DataFrame({"question_id": cells["question_id"], "differ": differ.astype(np.float64)})
-    by_question = per_cell.groupby("question_id", sort=False)["differ"]
-    between = pd.DataFrame({"differ": by_question.sum(), "cells": by_question.size()})
-    exc = basics.excess(between, within_a, within_b, n_boot=n_boot, seed=seed)
-    ca, cb = cells["correct_a"].astype(bool), cells["correct_b"].astype(bool)
-    return {
-        "disagreement": dis.value, "disagreement_ci_low": dis.ci_low, "disagreement_ci_high": dis.ci_high,
-        "disagreement_answered": float(differ[answered].mean()) if answered.any() else math.nan,
-        "kappa": basics.cohens_kappa(cells["category_a"], cells["category_b"]),
-        "both_correct": int((ca & cb).sum()), "only_a": int((ca & ~cb).sum()), "only_b": int((~ca & cb).sum()),
-        "both_wrong": int((~ca & ~cb).sum()),
-        "excess": exc.value, "excess_ci_low": exc.ci_low, "excess_ci_high": exc.ci_high,
-    }
+def _excess(sums: NDArray[np.float64]) -> NDArray[np.float64]:
+    """:func:`prism.stats.basics.excess`'s statistic from the sums of its six columns, in its order of operations."""
+    between = sums[:, 0] / sums[:, 1]
+    return np.asarray(between - (sums[:, 2] / sums[:, 3] + sums[:, 4] / sums[:, 5]) / 2, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _PairCells:
+    """Two runs' paired cells as arrays, one entry per paired cell.
+
+    Question codes (-1: none), whether the answers differ, the answer codes, correctness, both recovered;
+    ``own``: per question code, the two runs' (differ, pairs) within sums (NaN where a run has none).
+    """
+
+    questions: NDArray[np.intp]
+    differ: NDArray[np.float64]
+    answers_a: NDArray[np.intp]
+    answers_b: NDArray[np.intp]
+    correct_a: NDArray[np.bool_]
+    correct_b: NDArray[np.bool_]
+    answered: NDArray[np.bool_]
+    own: NDArray[np.float64]
+
+    def subset(self, mask: NDArray[np.bool_]) -> _PairCells:
+        return _PairCells(self.questions[mask], self.differ[mask], self.answers_a[mask], self.answers_b[mask],
+                          self.correct_a[mask], self.correct_b[mask], self.answered[mask], self.own)
+
+    def divergence(self, batch: Batch) -> tuple[dict[str, object], dict[str, int]]:
+        """The row's numbers (intervals NaN) and the batch statistics of its two intervals."""
+        order, differ, cells = _question_order_sums(self.questions, self.differ)
+        dis_index, dis = batch.add_ratio(differ, cells)
+        # The excess pools over the questions where all three are defined (basics.excess, in its column order).
+        columns = np.column_stack([differ, cells, self.own[order]])
+        columns = columns[(columns[:, 1] > 0) & (columns[:, 3] > 0) & (columns[:, 5] > 0)]
+        exc_index, exc = -1, math.nan
+        if len(columns):
+            exc = float(_excess(np.ones((1, len(columns))) @ columns)[0])
+            exc_index = batch.add(columns, _excess, exc)
+        answered = self.answered
+        ca, cb = self.correct_a, self.correct_b
+        row: dict[str, object] = {
+            "disagreement": dis, "disagreement_ci_low": math.nan, "disagreement_ci_high": math.nan,
+            "disagreement_answered": (float(np.count_nonzero(self.differ[answered]) / np.count_nonzero(answered))
+                                      if answered.any() else math.nan),
+            "kappa": _kappa(self.answers_a, self.answers_b),
+            "both_correct": int((ca & cb).sum()), "only_a": int((ca & ~cb).sum()), "only_b": int((~ca & cb).sum()),
+            "both_wrong": int((~ca & ~cb).sum()),
+            "excess": exc, "excess_ci_low": math.nan, "excess_ci_high": math.nan,
+        }
+        return row, {"disagreement": dis_index, "excess": exc_index}
+
+
+def _paired_answers(a: ModelCells, b: ModelCells, conditions: Sequence[str]) -> pd.DataFrame:
+    """:func:`pair_cells` with only the columns the divergence table reads (the same rows, in the same order)."""
+    keep = [*_CELL, "category", "correct", "recovered"]
+    left = a.cells[a.cells["condition"].isin(conditions)][keep]
+    right = b.cells[b.cells["condition"].isin(conditions)][keep]
+    return left.merge(right, on=_CELL, suffixes=("_a", "_b"))
+
+
+def _within(model: ModelCells, conditions: Sequence[str],
+            cache: dict[tuple[int, tuple[str, ...]], pd.DataFrame]) -> pd.DataFrame:
+    """:func:`prism.stats.basics.within_pair_sums` of the model's cells in ``conditions``, counted once."""
+    key = (id(model), tuple(conditions))
+    if key not in cache:
+        cache[key] = basics.within_pair_sums(model.cells[model.cells["condition"].isin(conditions)])
+    return cache[key]
 
 
 def condition_disagreement_table(models: Sequence[ModelCells], *, n_boot: int, seed: int) -> pd.DataFrame:
@@ -320,12 +427,88 @@ def condition_disagreement_table(models: Sequence[ModelCells], *, n_boot: int, s
     Returns:
         Columns :data:`CONDITION_DISAGREEMENT_COLUMNS`, one row per model.
     """
-    rows = []
+    batch = Batch(n_boot=n_boot, seed=seed)
+    rows: list[list[object]] = []
+    pending: list[tuple[int, int]] = []
     for model in models:
         sums = basics.within_pair_sums(model.cells)
-        est = basics.ratio_estimate(sums["differ"], sums["pairs"], n_boot=n_boot, seed=seed)
-        rows.append((model.label, est.value, est.ci_low, est.ci_high, int((sums["pairs"] > 0).sum())))
+        index, point = batch.add_ratio(sums["differ"].to_numpy(np.float64), sums["pairs"].to_numpy(np.float64))
+        rows.append([model.label, point, math.nan, math.nan, int((sums["pairs"] > 0).sum())])
+        pending.append((len(rows) - 1, index))
+    _fill(rows, pending, batch, (2, 3))
     return pd.DataFrame(rows, columns=list(CONDITION_DISAGREEMENT_COLUMNS))
+
+
+class _Codes:
+    """A column's values as integer codes, so that a row mask per value is one integer comparison."""
+
+    def __init__(self, column: pd.Series) -> None:
+        self.codes, uniques = pd.factorize(column)
+        self.index = {value: i for i, value in enumerate(uniques)}
+
+    def mask(self, value: str) -> NDArray[np.bool_]:
+        """The rows equal to ``value`` (none when it does not occur)."""
+        code = self.index.get(value, -2)
+        return np.asarray(self.codes == code, dtype=bool)
+
+
+def _category_codes(a: pd.Series, b: pd.Series) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Both sides' answer categories as codes of their sorted union (-1: missing), as cohens_kappa factorizes."""
+    codes, _ = pd.factorize(np.concatenate([np.asarray(a, dtype=object), np.asarray(b, dtype=object)]), sort=True)
+    return codes[: len(a)], codes[len(a) :]
+
+
+def _differ(a: NDArray[np.intp], b: NDArray[np.intp]) -> NDArray[np.float64]:
+    """1 where two answer codes differ: as object comparison does, a missing answer differs from everything."""
+    return np.asarray((a != b) | (a < 0) | (b < 0), dtype=np.float64)
+
+
+def _kappa(a: NDArray[np.intp], b: NDArray[np.intp]) -> float:
+    """:func:`prism.stats.basics.cohens_kappa` of these cells, from codes over a wider sorted set of categories."""
+    seen = np.unique(np.concatenate([a, b]))
+    seen = seen[seen >= 0]  # the categories these cells show, in sorted order
+    if a.size == 0 or seen.size < 2:
+        return math.nan
+    lookup = np.full(int(seen[-1]) + 2, -1, dtype=np.intp)  # the last entry maps -1 (missing) to -1
+    lookup[seen] = np.arange(seen.size)
+    return basics.kappa_of_codes(lookup[a], lookup[b], int(seen.size))
+
+
+def _question_order_sums(questions: NDArray[np.intp],
+                         values: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.float64],
+                                                                NDArray[np.float64]]:
+    """Per question code, in order of first appearance (-1 left out, as a groupby does).
+
+    Returns:
+        Each question's code, its sum of ``values`` and its number of cells: :func:`prism.stats.basics.question_sums`
+        over codes.
+    """
+    keep = questions >= 0
+    questions, values = questions[keep], values[keep]
+    if not questions.size:
+        empty = np.zeros(0, dtype=np.float64)
+        return np.zeros(0, dtype=np.intp), empty, empty
+    seen, first = np.unique(questions, return_index=True)
+    order = seen[np.argsort(first, kind="stable")]
+    size = int(seen[-1]) + 1
+    sums = np.bincount(questions, weights=np.where(np.isnan(values), 0.0, values), minlength=size)
+    counts = np.bincount(questions, minlength=size)
+    return order, sums[order].astype(np.float64), counts[order].astype(np.float64)
+
+
+def _question_sums(questions: NDArray[np.intp], values: NDArray[np.float64]) -> tuple[NDArray[np.float64],
+                                                                                     NDArray[np.float64]]:
+    """:func:`_question_order_sums` without the codes."""
+    _, sums, counts = _question_order_sums(questions, values)
+    return sums, counts
+
+
+def _fill(rows: list[list[object]], pending: list[tuple[int, int]], batch: Batch, at: tuple[int, int]) -> None:
+    """Put each pending row's interval (statistic ``index``) into its columns ``at``."""
+    found = batch.intervals()
+    for row, index in pending:
+        if index >= 0:
+            rows[row][at[0]], rows[row][at[1]] = found[index]
 
 
 def differences_table(models: Sequence[ModelCells], pairs: Sequence[Pair] | None = None,

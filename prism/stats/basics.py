@@ -440,12 +440,21 @@ def cohens_kappa(answers_a: ArrayLike, answers_b: ArrayLike) -> float:
     k = len(categories)
     if k < 2:
         return math.nan  # p_e = 1: kappa is 0 / 0
+    return kappa_of_codes(codes[: a.size], codes[a.size :], k)
+
+
+def kappa_of_codes(code_a: NDArray[np.intp], code_b: NDArray[np.intp], k: int) -> float:
+    """:func:`cohens_kappa` of answers given as codes 0..k-1 of their k sorted categories (-1: missing).
+
+    Every code in 0..k-1 must occur (the table has a row and a column per category seen, as in crosstab).
+    """
+    if code_a.size == 0 or k < 2:
+        return math.nan
     from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
 
-    code_a, code_b = codes[: a.size], codes[a.size :]
     observed = (code_a >= 0) & (code_b >= 0)  # a missing value is in no cell of the table (as in crosstab)
     table = np.bincount(code_a[observed] * k + code_b[observed], minlength=k * k).reshape(k, k).astype(np.float64)
-    expected = (table.sum(axis=1) * table.sum(axis=0)).sum() / float(a.size) ** 2
+    expected = (table.sum(axis=1) * table.sum(axis=0)).sum() / float(code_a.size) ** 2
     if expected >= 1.0:
         return math.nan
     return float(sm_cohens_kappa(table, return_results=False))
