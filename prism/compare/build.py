@@ -1,12 +1,14 @@
 """``build_tables``: every table of a comparison, from the compared runs' cells.
 
-Pure: no MLflow, no files. :func:`prism.compare.core.compare` downloads the runs, calls this, and writes
-what it returns; the tests call it on synthetic runs.
+Pure: no MLflow, and no files but the differences table when it is given one to stream to
+(:mod:`prism.compare.differences_file`). :func:`prism.compare.core.compare` downloads the runs, calls this,
+and writes what it returns; the tests call it on synthetic runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -17,6 +19,7 @@ from prism.compare.cloze_tables import (
     has_cloze,
     merged_readings_table,
 )
+from prism.compare.differences_file import stream_differences
 from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import check_measures, gee_tables, profile_table, shifts_table
@@ -40,7 +43,7 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
                  measures: Sequence[str] = (DEFAULT_MEASURE,), permutations: int = 2000, *, pairs: str = "all",
                  reference: str | None = None, max_per_pair: int | None = None,
                  references: Mapping[str, str] | None = None, power_simulations: int = 1000,
-                 embed: Embed | None = None) -> dict[str, pd.DataFrame]:
+                 embed: Embed | None = None, differences_csv: Path | None = None) -> dict[str, pd.DataFrame]:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
     The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
@@ -64,6 +67,9 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
         power_simulations: Resamples of questions and prompt behind ``rank_robustness`` (two or more runs).
         embed: The responses' embeddings (texts -> vectors, :func:`prism.compare.embedding.embeddings_for`),
             which ``embedding_cosine`` needs.
+        differences_csv: Where to write the differences table as it is made, pair by pair
+            (:func:`prism.compare.differences_file.stream_differences`); ``differences`` then holds only its
+            first rows, marked as written there. None: the whole table in memory.
 
     Raises:
         CompareError: If a model lacks the baseline condition, a measure is unknown, ``pairs`` is unknown,
@@ -91,7 +97,9 @@ def build_tables(models: Sequence[ModelCells], baseline: str, n_boot: int, seed:
     if compared:
         tables["divergence"] = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
         try:
-            tables["differences"], tables["difference_counts"] = differences(models, compared, max_per_pair)
+            tables["differences"], tables["difference_counts"] = (
+                differences(models, compared, max_per_pair) if differences_csv is None
+                else stream_differences(differences_csv, models, compared, max_per_pair))
         except ValueError as exc:
             raise CompareError(str(exc)) from exc
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.

@@ -78,7 +78,9 @@ class ComparisonResult:
         tables: Table name (``sensitivity``, ``accuracy``, ``divergence``, ``condition_disagreement``,
             ``differences``, ``shifts``, ``gee_wald`` and the read-outs ``scorecard``, ``sensitivity_axes``,
             ``measure_agreement``, ``divergence_noise``) to DataFrame; divergence, condition_disagreement,
-            differences and divergence_noise only with two or more runs.
+            differences and divergence_noise only with two or more runs. ``differences`` holds the
+            table's first rows (:data:`prism.compare.differences_file.HEAD_ROWS`): the whole table is in
+            ``comparison/differences.csv``, written as it was made.
         files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
@@ -199,11 +201,25 @@ def baseline_of(tables: Mapping[str, pd.DataFrame], model: str) -> str:
 
 
 def write_tables(out: Path, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
-    """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values)."""
+    """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values).
+
+    A table already streamed to its file (the differences: :func:`prism.compare.differences_file.written_to`)
+    holds only its first rows; that file is kept (copied here when it was written elsewhere).
+    """
+    import shutil
+
+    from prism.compare.differences_file import written_to
+
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, table in tables.items():
         path = out / f"{name}.csv"
+        streamed = written_to(table)
+        if streamed is not None:
+            if streamed.resolve() != path.resolve():
+                shutil.copyfile(streamed, path)
+            paths.append(path)
+            continue
         # Ten significant digits: exact enough to recompute anything, without float noise in every cell.
         table.to_csv(path, index=False, float_format="%.10g")
         paths.append(path)
@@ -306,11 +322,14 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     if wants_embeddings:
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
+    out = Path(output_dir or cfg.output_dir or _default_output_dir())
     with watch.stage("tables"):
+        # The differences table goes to its file as it is made (never whole in memory: pairs=all uncapped).
         tables = build_tables(models, baseline, n_boot, seed, measures, permutations, pairs=pairs,
                               reference=reference, max_per_pair=max_per_pair,
                               references=_group_references(pairs, reference, runs, selection),
-                              power_simulations=cfg.power_simulations, embed=embed)
+                              power_simulations=cfg.power_simulations, embed=embed,
+                              differences_csv=out / COMPARISON_ARTIFACT_DIR / "differences.csv")
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -318,7 +337,6 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     with watch.stage("report evidence"):
         evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, through MLflow
 
-    out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
     tags = _tags(runs, selection, mismatches, allow_mismatch, out)
     tags["mlflow.note.content"] = run_description(runs)  # the run page's Description: where the report is

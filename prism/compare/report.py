@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from prism.compare import report_sections as sections
+from prism.compare.differences_file import listed_count
 from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
@@ -106,8 +107,8 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], figures: Sequenc
         no_pairs=("No two compared runs are on the same frozen question set, so no cells pair: see the summary "
                   "for which tables hold which runs." if len(runs) >= 2 else
                   "One run was compared: there is no other model to diverge from."),
-        difference_groups=groups, listed=min(len(tables.get("differences", ())), sections.TOP_DIFFERENCES),
-        total_differences=len(tables.get("differences", ())),
+        difference_groups=groups, listed=min(listed_count(tables), sections.TOP_DIFFERENCES),
+        total_differences=listed_count(tables),
         pairing_note=pairing_note(tables), cap_note=cap_note(tables),
         runs=runs, setup_rows=sections.setup_rows(context.evidence), problems=sections.problems(context.evidence),
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),
