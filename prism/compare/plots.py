@@ -33,8 +33,20 @@ def _heatmap(plt: Any, values: np.ndarray, labels: list[list[str]], rows: list[s
     """Draw one annotated heatmap with a fixed [0, 1] scale (rates are comparable across figures)."""
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 + 1.25 * len(columns)), 1.4 + 0.8 * len(rows)),
                            layout="constrained")
-    image = ax.imshow(np.ma.masked_invalid(values), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
     colormap = plt.get_cmap(cmap)
+    norm = Normalize(vmin=0.0, vmax=1.0)
+    # The cells drawn as quads of their colour, not as an image: imshow resamples the values to every pixel
+    # of the axes in float64 (208 MiB for the 20-run divergence matrix, the comparison's peak; BENCHMARKS.md
+    # section 21). The colours are imshow's own (its 8-bit lookup, unmasked NaN transparent), unsmoothed
+    # quads on imshow's limits, so the PNG is byte for byte the one imshow drew.
+    colours = colormap(norm(np.ma.masked_invalid(values)), bytes=True) / 255.0
+    ax.pcolormesh(np.arange(len(columns) + 1) - 0.5, np.arange(len(rows) + 1) - 0.5, colours, antialiased=False)
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    image = ScalarMappable(norm=norm, cmap=colormap)
     ax.set_xticks(range(len(columns)), columns, rotation=30 if max(map(len, columns)) > 6 else 0, ha="right"
                   if max(map(len, columns)) > 6 else "center")
     ax.set_yticks(range(len(rows)), rows)
