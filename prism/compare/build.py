@@ -1,12 +1,14 @@
 """``build_tables``: every table of a comparison, from the compared runs' cells.
 
-Pure: no MLflow, no files. :func:`prism.compare.core.compare` downloads the runs, calls this, and writes
-what it returns; the tests call it on synthetic runs.
+Pure: no MLflow, and no files but the differences table when it is given one to stream to
+(:mod:`prism.compare.differences_file`). :func:`prism.compare.core.compare` downloads the runs, calls this,
+and writes what it returns; the tests call it on synthetic runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from prism.compare.by_type import consistency_by_type_table
 from prism.compare.cloze_tables import (
@@ -17,6 +19,7 @@ from prism.compare.cloze_tables import (
 )
 from prism.compare.comparison_plan import ComparisonPlan
 from prism.compare.comparison_tables import ComparisonTables
+from prism.compare.differences_file import stream_differences
 from prism.compare.groups import group_pairs, question_sets_table
 from prism.compare.label_prob_tables import disagreements_table, has_probabilities, readings_table
 from prism.compare.noise import gee_tables, profile_table, shifts_table
@@ -36,7 +39,8 @@ from prism.compare.tables import (
 from prism.stats.shifts import EMBEDDING_MEASURES, Embed
 
 
-def build_tables(models: Sequence[ModelCells], plan: ComparisonPlan, embed: Embed | None = None) -> ComparisonTables:
+def build_tables(models: Sequence[ModelCells], plan: ComparisonPlan, embed: Embed | None = None,
+                 differences_csv: Path | None = None) -> ComparisonTables:
     """Every comparison table; with one model, sensitivity, accuracy, shifts and the clustered model.
 
     The cross-model tables (divergence, differences and their counts) pair cells only between runs on the
@@ -50,6 +54,9 @@ def build_tables(models: Sequence[ModelCells], plan: ComparisonPlan, embed: Embe
         plan: What to compute (:class:`prism.compare.comparison_plan.ComparisonPlan`).
         embed: The responses' embeddings (texts -> vectors, :func:`prism.compare.embedding.embeddings_for`),
             which ``embedding_cosine`` needs.
+        differences_csv: Where to write the differences table as it is made, pair by pair
+            (:func:`prism.compare.differences_file.stream_differences`); ``differences`` then holds only its
+            first rows, marked as written there. None: the whole table in memory.
 
     Raises:
         CompareError: If a model lacks the baseline condition, the reference is not a compared run, or
@@ -78,7 +85,8 @@ def build_tables(models: Sequence[ModelCells], plan: ComparisonPlan, embed: Embe
     if compared:
         divergence = divergence_table(models, n_boot=n_boot, seed=seed, pairs=compared)
         try:
-            listed, counts = differences(models, compared, plan.max_per_pair)
+            listed, counts = (differences(models, compared, plan.max_per_pair) if differences_csv is None
+                              else stream_differences(differences_csv, models, compared, plan.max_per_pair))
         except ValueError as exc:
             raise CompareError(str(exc)) from exc
     # Change beyond noise: shifts per step and measure, and the clustered model of consistency.

@@ -90,7 +90,9 @@ class ComparisonResult:
         experiment_id: Its experiment.
         runs: The compared runs, labelled, in table order.
         mismatches: The comparability keys on which they differ (non-empty only with allow_mismatch).
-        tables: Every table (:class:`prism.compare.comparison_tables.ComparisonTables`).
+        tables: Every table (:class:`prism.compare.comparison_tables.ComparisonTables`). ``differences``
+            holds the table's first rows (:data:`prism.compare.differences_file.HEAD_ROWS`): the whole
+            table is in ``comparison/differences.csv``, written as it was made.
         files: Every file uploaded under ``comparison/`` (``report.html`` last).
         metrics: The headline metrics logged to the run.
         output_dir: Where the files were written before upload.
@@ -211,11 +213,25 @@ def baseline_of(tables: ComparisonTables, model: str) -> str:
 
 
 def write_tables(out: Path, tables: ComparisonTables) -> list[Path]:
-    """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values)."""
+    """Write each table as ``<name>.csv`` in ``out`` (empty cells for undefined values).
+
+    A table already streamed to its file (the differences: :func:`prism.compare.differences_file.written_to`)
+    holds only its first rows; that file is kept (copied here when it was written elsewhere).
+    """
+    import shutil
+
+    from prism.compare.differences_file import written_to
+
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, table in tables.items():
         path = out / f"{name}.csv"
+        streamed = written_to(table)
+        if streamed is not None:
+            if streamed.resolve() != path.resolve():
+                shutil.copyfile(streamed, path)
+            paths.append(path)
+            continue
         # Ten significant digits: exact enough to recompute anything, without float noise in every cell.
         table.to_csv(path, index=False, float_format="%.10g")
         paths.append(path)
@@ -317,8 +333,10 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     if wants_embeddings:
         embed, _, embedding_params = embedding.embeddings_for([m.cells for m in models], cfg.embedding.cache,
                                                               cfg.embedding.batch_size)
+    out = Path(output_dir or cfg.output_dir or _default_output_dir())
     with watch.stage("tables"):
-        tables = build_tables(models, plan, embed)
+        # The differences table goes to its file as it is made (never whole in memory: pairs=all uncapped).
+        tables = build_tables(models, plan, embed, differences_csv=out / COMPARISON_ARTIFACT_DIR / "differences.csv")
     n_questions = len({q for m in models for q in m.cells["question_id"]})
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
@@ -326,7 +344,6 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     with watch.stage("report evidence"):
         evidence = gather_evidence(client, runs, uri, cache)  # what the report shows of each run, through MLflow
 
-    out = Path(output_dir or cfg.output_dir or _default_output_dir())
     tracker = MlflowTracker(uri, experiment)
     tags = _tags(runs, selection, mismatches, allow_mismatch, out)
     tags["mlflow.note.content"] = run_description(runs)  # the run page's Description: where the report is

@@ -32,15 +32,27 @@ def _heatmap(values: np.ndarray, labels: list[list[str]], rows: list[str], colum
              title: str, colorbar: str, path: Path, cmap: str) -> Path:
     """Draw one annotated heatmap with a fixed [0, 1] scale (rates are comparable across figures)."""
     from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
     # A Figure without pyplot: no figure manager to register and close, and pyplot is never imported; savefig
     # renders the PNG with Agg all the same.
     fig = Figure(figsize=(max(6.0, 1.6 + 1.25 * len(columns)), 1.4 + 0.8 * len(rows)), layout="constrained")
     ax = fig.subplots()
-    image = ax.imshow(np.ma.masked_invalid(values), vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
+    colormap = colormaps[cmap]
+    norm = Normalize(vmin=0.0, vmax=1.0)
+    # The cells drawn as quads of their colour, not as an image: imshow resamples the values to every pixel
+    # of the axes in float64 (208 MiB for the 20-run divergence matrix, the comparison's peak; BENCHMARKS.md
+    # section 21). The colours are imshow's own (its 8-bit lookup, unmasked NaN transparent), unsmoothed
+    # quads on imshow's limits, so the PNG is byte for byte the one imshow drew.
+    colours = colormap(norm(np.ma.masked_invalid(values)), bytes=True) / 255.0
+    ax.pcolormesh(np.arange(len(columns) + 1) - 0.5, np.arange(len(rows) + 1) - 0.5, colours, antialiased=False)
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    image = ScalarMappable(norm=norm, cmap=colormap)
     # Every cell's colour at once (the colormap's lookup is per element, so each is the one a lone call gives).
-    rgba = colormaps[cmap](np.where(np.isnan(values), 0.0, values))
+    rgba = colormap(np.where(np.isnan(values), 0.0, values))
     ax.set_xticks(range(len(columns)), columns, rotation=30 if max(map(len, columns)) > 6 else 0, ha="right"
                   if max(map(len, columns)) > 6 else "center")
     ax.set_yticks(range(len(rows)), rows)

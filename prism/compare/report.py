@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from prism.compare import report_sections as sections
+from prism.compare.differences_file import listed_count
 from prism.compare.evidence import ReportContext, model_numbers
 from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
@@ -81,7 +82,6 @@ def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
     runs = [item.run for item in context.evidence]
     dataset = _common([r.dataset or "?" for r in runs])
     title = f"PRISM comparison: {' vs '.join(r.label for r in runs)} on {dataset}"
-    n_differences = len(tables.differences) if tables.differences is not None else 0
     probabilities = tables.readings is not None and len(tables.readings) > 0
     present = [anchor for anchor, _ in sections.SECTIONS
                if (anchor != "differences" or tables.differences is not None)
@@ -110,8 +110,8 @@ def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
         no_pairs=("No two compared runs are on the same frozen question set, so no cells pair: see the summary "
                   "for which tables hold which runs." if len(runs) >= 2 else
                   "One run was compared: there is no other model to diverge from."),
-        difference_groups=groups, listed=min(n_differences, sections.TOP_DIFFERENCES),
-        total_differences=n_differences,
+        difference_groups=groups, listed=min(listed_count(tables), sections.TOP_DIFFERENCES),
+        total_differences=listed_count(tables),
         pairing_note=pairing_note(tables), cap_note=cap_note(tables),
         runs=runs, setup_rows=sections.setup_rows(context.evidence), problems=sections.problems(context.evidence),
         settings=sections.comparison_settings(context), template_groups=sections.template_groups(context.evidence),

@@ -15,6 +15,7 @@ from prism import formatting
 from prism.compare.by_type import format_consistency_by_type
 from prism.compare.comparison_tables import size
 from prism.compare.core import ComparisonResult
+from prism.compare.differences_file import listed_count
 from prism.compare.groups import coverage_lines
 from prism.compare.readouts_text import format_readouts, render_table
 from prism.compare.tables import cap_note, keyless_labels, pairing_note
@@ -262,7 +263,8 @@ def format_comparison(result: ComparisonResult) -> str:
         if note:
             parts.append(note)
         differences = tables.differences if tables.differences is not None else pd.DataFrame()
-        parts += ["", f"Where the models differ most ({len(differences)} listed differing cells in "
+        # The table holds the first rows only when it was streamed to its file: the counts say how many it lists.
+        parts += ["", f"Where the models differ most ({listed_count(tables)} listed differing cells in "
                       "comparison/differences.csv with prompts and full responses):"]
         if cap_note(tables):
             parts.append(cap_note(tables))

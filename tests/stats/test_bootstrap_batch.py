@@ -20,7 +20,8 @@ def within(rng: np.random.Generator, n: int) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("n_boot", "small"), [(1, False), (7, False), (500, False), (500, True)])
-def test_ratios_and_excesses_equal_one_bootstrap_each(n_boot: int, small: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ratios_and_excesses_equal_one_bootstrap_each(n_boot: int, small: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     if small:  # weights drawn in several blocks, not cached, and the stacked columns split into several products
         from prism.stats import bootstrap_batch
 
