@@ -161,12 +161,16 @@ def load_models(runs: Sequence[LoggedRun], uri: str | None, cache: ArtifactCache
     """
     cache = cache or ArtifactCache()
     models = []
+    # One copy of each prompt text: runs on one question set and condition set show the same prompts (20 runs
+    # held 20 copies of 5,000 prompts, 52 MiB; BENCHMARKS.md section 21).
+    texts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="prism-compare-") as tmp:
         for run in runs:
             dst = Path(tmp) / run.run_id
             cells = load_cells(run, uri, dst, cache)
             try:
-                prompts = load_prompts(cache.fetch(run, RESPONSES_ARTIFACT, uri, dst))
+                prompts = {sha: texts.setdefault(text, text)
+                           for sha, text in load_prompts(cache.fetch(run, RESPONSES_ARTIFACT, uri, dst)).items()}
             except CompareError as exc:  # prompts only enrich the differences table
                 log.warning("%s; the differences table will lack prompt texts for it", exc)
                 prompts = {}
