@@ -133,5 +133,6 @@ def test_build_tables_streams_when_given_a_file_and_the_readers_show_what_they_s
     assert max(REPORT_TOP, TERMINAL_TOP) <= HEAD_ROWS
     assert listed_count(streamed) == listed_count(whole) == len(whole.differences)
     assert cap_note(streamed) == cap_note(whole)
-    assert format_differences(streamed["differences"]) == format_differences(whole["differences"])
-    assert difference_groups(streamed["differences"], {}) == difference_groups(whole["differences"], {})
+    assert streamed.differences is not None
+    assert format_differences(streamed.differences) == format_differences(whole.differences)
+    assert difference_groups(streamed.differences, {}) == difference_groups(whole.differences, {})
