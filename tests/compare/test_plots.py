@@ -56,6 +56,6 @@ def test_the_quads_draw_imshows_png(tmp_path: Path, n_rows: int, n_columns: int,
     labels = [[f"{v:.2f}" for v in row] for row in values]
     rows = [f"model-{i}" for i in range(n_rows)]
     columns = [f"condition-{j}" if j % 2 else f"P{j}" for j in range(n_columns)]
-    drawn = plots._heatmap(plt, values, labels, rows, columns, "title", "rate", tmp_path / "quads.png", cmap)
+    drawn = plots._heatmap(values, labels, rows, columns, "title", "rate", tmp_path / "quads.png", cmap)
     reference = imshow_heatmap(plt, values, labels, rows, columns, "title", "rate", tmp_path / "image.png", cmap)
     assert drawn.read_bytes() == reference.read_bytes()
