@@ -27,6 +27,7 @@ import argparse
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -244,18 +245,20 @@ def _term_directions(grid: Grid, flat: bool, term: str, column: str | None, n: i
     _, terms, _, names = gee_design.sparse_design(outcomes, factors, 2 if axes else 3)
     position = [names[k] for k in terms[term]].index(column) if column is not None else None
     recorded: list[tuple[float, tuple[float, float]]] = []
-    real = gee.wald_detectable_directions
+    real = power.wald_detectable_directions
+    # The fit calls the name gee imported; it is swapped there for the recording one (Any: mypy sees no export).
+    patched: Any = gee
 
     def record(cov: np.ndarray, clusters: int, precision: Callable[[int, float], float]) -> tuple[float, float]:
         own = real(cov, clusters, precision, coefficient=position) if position is not None else (math.nan, math.nan)
         recorded.append((power.wald_detectable(cov, clusters), own))
         return real(cov, clusters, precision)
 
-    gee.wald_detectable_directions = record  # type: ignore[assignment]
+    patched.wald_detectable_directions = record
     try:
         effects = gee.fit_consistency_gee(outcomes, notes, axes).effects
     finally:
-        gee.wald_detectable_directions = real  # type: ignore[assignment]
+        patched.wald_detectable_directions = real
     at = int(np.flatnonzero(effects["effect"] == term)[0])
     row = effects.iloc[at]
     table = _term_fit(grid, flat, n, reps, "", 0.0, seed)
