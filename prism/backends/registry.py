@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from prism.backends.base import Backend, BackendError
 from prism.config import ModelConfig
-from prism.types import Prompt
+from prism.types import GenerationParams, Prompt
 
 #: What a backend can do beyond generating text. ``label_probs``: the first reply token's probabilities
 #: over the option labels (``generation.label_probs``; the backend has ``check_label_probs``).
@@ -352,3 +352,54 @@ def require_cloze(backend: Backend, name: str) -> None:
                            "server that echoes prompt log-probabilities, such as vLLM), or set generation.cloze=false.")
     if hasattr(entry.factory, "check_cloze"):
         backend.check_cloze()  # type: ignore[attr-defined]  # the class declares it
+
+
+def require_capabilities(backend: Backend, model: ModelConfig, settings: GenerationParams,
+                         label_sets: Mapping[str, tuple[str, ...]], roles: Mapping[str, Iterable[str]]) -> None:
+    """Stop before inference unless the run's backend can do what its prompts and settings ask.
+
+    The checks of :func:`require_label_probs` (``settings.label_probs``), :func:`require_system_turns`,
+    :func:`require_plain` (``model.chat=false``) and :func:`require_cloze` (``settings.cloze``), in that order;
+    ``model.backend`` and ``model.chat`` are read here, where they are used, not by the caller.
+
+    Args:
+        backend: The run's backend, made from ``model``.
+        model: The run's model config.
+        settings: The generation settings every request of the run carries (the same in each repetition but
+            for the seed).
+        label_sets: Condition name -> the displayed labels of its prompts (read only with label probabilities).
+        roles: Condition name -> the roles of its prompts' turns.
+
+    Raises:
+        BackendError: Naming what the backend cannot do and what to use instead.
+    """
+    name = model.backend
+    if settings.label_probs:
+        require_label_probs(backend, name, label_sets)
+    require_system_turns(backend, name, roles)
+    if not model.chat:
+        require_plain(name, roles)
+    if settings.cloze:
+        require_cloze(backend, name)
+
+
+@dataclass(frozen=True)
+class ContextLimits:
+    """What the context check (:func:`prism.run.context.check_context`) needs of the run's model."""
+
+    window: int | None
+    """The context in tokens the backend says, or None when it does not say."""
+    counter: Callable[[Prompt], int] | None
+    """The backend's own count of a prompt's tokens, or None (then they are estimated)."""
+    where: str
+    """What to call the setting that sets the window, in a message."""
+
+
+def context_limits(backend: Backend, model: ModelConfig) -> ContextLimits:
+    """The window, token counter and setting name of ``backend`` (made from ``model``)."""
+    name = model.backend
+    # Whether the schema has the setting, not its value (the backend reads that): an embedded model's window
+    # is model.n_ctx, a server's is the server's own.
+    sized_here = "n_ctx" in {f.name for f in dataclasses.fields(model)}
+    where = "model.n_ctx" if sized_here else f"the {name} server's"
+    return ContextLimits(context_window(backend, name), prompt_token_counter(backend, name), where)

@@ -22,6 +22,11 @@ from prism.errors import PrismError
 from prism.run.names import (
     FINISHED,
     KIND_RUN,
+    PARAM_GENERATION_MAX_TOKENS,
+    PARAM_GENERATION_SEED,
+    PARAM_GENERATION_TEMPERATURE,
+    PARAM_GENERATION_TOP_K,
+    PARAM_GENERATION_TOP_P,
     PARAM_PARSER_VERSION,
     PARAM_TEMPLATE_VERSION,
     TAG_KIND,
@@ -45,11 +50,11 @@ COMPARABILITY: tuple[tuple[str, str, str], ...] = (
     ("frozen question set sha256", "tag", TAG_QUESTION_SET),
     ("condition template version", "param", PARAM_TEMPLATE_VERSION),
     ("parser version", "param", PARAM_PARSER_VERSION),
-    ("generation.temperature", "param", "generation.temperature"),
-    ("generation.max_tokens", "param", "generation.max_tokens"),
-    ("generation.seed", "param", "generation.seed"),
-    ("generation.top_p", "param", "generation.top_p"),
-    ("generation.top_k", "param", "generation.top_k"),
+    (PARAM_GENERATION_TEMPERATURE, "param", PARAM_GENERATION_TEMPERATURE),
+    (PARAM_GENERATION_MAX_TOKENS, "param", PARAM_GENERATION_MAX_TOKENS),
+    (PARAM_GENERATION_SEED, "param", PARAM_GENERATION_SEED),
+    (PARAM_GENERATION_TOP_P, "param", PARAM_GENERATION_TOP_P),
+    (PARAM_GENERATION_TOP_K, "param", PARAM_GENERATION_TOP_K),
 )
 
 # Columns of the scored records a comparison uses (docs/architecture.md, "Scored record").

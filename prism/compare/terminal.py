@@ -56,8 +56,8 @@ def format_runs(runs: Sequence[LoggedRun]) -> str:
     """One line per compared run: label, id, dataset, question set, conditions."""
     lines = []
     for run in runs:
-        lines.append(f"  {run.label:<20} {run.run_id}  {run.params.get('dataset.name', '?')}"
-                     f" n={run.params.get('dataset.n', '?')}  question set {run.question_set[:12] or '?'}"
+        lines.append(f"  {run.label:<20} {run.run_id}  {run.dataset or '?'}"
+                     f" n={run.dataset_n or '?'}  question set {run.question_set[:12] or '?'}"
                      f"  conditions {','.join(run.conditions) or '?'}")
     return "\n".join(lines)
 

@@ -84,7 +84,7 @@ def condition_set_from_config(group: ConditionsConfig | Mapping[str, Any], *, su
     sweep = ConditionSet(
         name=cfg.name,
         template_version=cfg.template_version,
-        closing=cfg.closing,
+        closing=library.closing,  # the library read it from the same config, for the steps that use it
         baseline=baseline,
         conditions=tuple(conditions),
         seed=cfg.seed or 0,

@@ -33,8 +33,22 @@ from prism.records import RawRecord, ScoredRecord
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
 from prism.run.names import (
+    GENERATION_PARAMS,
     IMPORT_AGREEMENT_ARTIFACT,
     KIND_RUN,
+    PARAM_CONDITION_NAMES,
+    PARAM_CONDITIONS_NAME,
+    PARAM_DATASET_N,
+    PARAM_DATASET_NAME,
+    PARAM_DATASET_SPLIT,
+    PARAM_GENERATION_REPETITIONS,
+    PARAM_MODEL_BACKEND,
+    PARAM_MODEL_NAME,
+    PARAM_PARSER_VERSION,
+    PARAM_PROTOCOL_VERSION,
+    PARAM_SCORER_VERSION,
+    PARAM_SEED,
+    PARAM_TEMPLATE_VERSION,
     TAG_IMPORT_SOURCE_FILE,
     TAG_IMPORT_SOURCE_MODEL,
     TAG_IMPORT_SOURCE_SHA256,
@@ -311,14 +325,13 @@ def run_params(source: Source, frozen: FrozenSet, condition_set: ConditionSet, r
         return "None" if value is None else str(value)
 
     params = {
-        "model.name": source.model, "model.backend": source.tool, "dataset.name": frozen.dataset,
-        "dataset.split": frozen.split, "dataset.n": str(frozen.n), "seed": "0",
-        "conditions.name": condition_set.name, "conditions.names": ",".join(condition_set.names),
-        "conditions.template_version": condition_set.template_version, "parser_version": PARSER_VERSION,
-        "scorer_version": SCORER_VERSION, "protocol_version": PROTOCOL_VERSION,
-        "generation.repetitions": str(repetitions),
-        **{f"generation.{k}": text(source.generation.get(k)) for k in ("temperature", "max_tokens", "seed", "top_p",
-                                                                      "top_k")},
+        PARAM_MODEL_NAME: source.model, PARAM_MODEL_BACKEND: source.tool, PARAM_DATASET_NAME: frozen.dataset,
+        PARAM_DATASET_SPLIT: frozen.split, PARAM_DATASET_N: str(frozen.n), PARAM_SEED: "0",
+        PARAM_CONDITIONS_NAME: condition_set.name, PARAM_CONDITION_NAMES: ",".join(condition_set.names),
+        PARAM_TEMPLATE_VERSION: condition_set.template_version, PARAM_PARSER_VERSION: PARSER_VERSION,
+        PARAM_SCORER_VERSION: SCORER_VERSION, PARAM_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        PARAM_GENERATION_REPETITIONS: str(repetitions),
+        **{name: text(source.generation.get(name.removeprefix("generation."))) for name in GENERATION_PARAMS},
         "import.format": str(config.get("format")), "import.path": str(source.path),
         "import.task": source.task,
     }

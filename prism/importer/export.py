@@ -29,6 +29,15 @@ from prism.run.names import (
     KIND_COMPARISON,
     KIND_REPRODUCTION,
     KIND_RUN,
+    PARAM_CONDITIONS_NAME,
+    PARAM_DATASET_NAME,
+    PARAM_DATASET_SPLIT,
+    PARAM_MODEL_BACKEND,
+    PARAM_MODEL_NAME,
+    PARAM_PARSER_VERSION,
+    PARAM_PROTOCOL_VERSION,
+    PARAM_SCORER_VERSION,
+    PARAM_TEMPLATE_VERSION,
     QUESTIONS_ARTIFACT,
     RESPONSES_ARTIFACT,
     SCORED_ARTIFACT,
@@ -54,8 +63,9 @@ PARQUET = "data/train-00000-of-00001.parquet"
 # The MLflow tags whose values the card shows as provenance, in this order.
 PROVENANCE_TAGS = (TAG_MODEL_DIGEST, TAG_QUESTION_SET, TAG_DATASET_VERSION, TAG_VERSION, TAG_GIT_COMMIT, TAG_GIT_DIRTY,
                    TAG_IMPORTED_FROM, TAG_IMPORT_TOOL_VERSION, TAG_IMPORT_SOURCE_SHA256, TAG_IMPORT_TASK)
-PROVENANCE_PARAMS = ("model.name", "model.backend", "dataset.name", "dataset.split", "conditions.name",
-                     "conditions.template_version", "parser_version", "scorer_version", "protocol_version")
+PROVENANCE_PARAMS = (PARAM_MODEL_NAME, PARAM_MODEL_BACKEND, PARAM_DATASET_NAME, PARAM_DATASET_SPLIT,
+                     PARAM_CONDITIONS_NAME, PARAM_TEMPLATE_VERSION, PARAM_PARSER_VERSION, PARAM_SCORER_VERSION,
+                     PARAM_PROTOCOL_VERSION)
 
 
 class ExportError(PrismError, RuntimeError):

@@ -93,6 +93,11 @@ def _read_meta(meta_path: Path, fix: str) -> dict[str, Any]:
     return meta
 
 
+def frozen_cache_dir(spec: DatasetConfig) -> Path:
+    """Where the spec's frozen sets live: ``dataset.cache_dir``, else ``.prism/frozen`` under the working directory."""
+    return Path(spec.cache_dir) if spec.cache_dir else DEFAULT_CACHE_DIR
+
+
 def freeze_dataset(cfg: DatasetConfig | Mapping[str, Any]) -> FrozenSet:
     """Freeze the sample the ``dataset`` config names (``name``, ``split``, ``n``, ``sample_seed``, ...).
 
@@ -100,7 +105,7 @@ def freeze_dataset(cfg: DatasetConfig | Mapping[str, Any]) -> FrozenSet:
         DataError: The config, the source, a row or the cache cannot be used.
     """
     spec = dataset_config(cfg)
-    return freeze_question_set(spec, spec.split, spec.n, spec.sample_seed, cache_dir=spec.cache_dir or None)
+    return freeze_question_set(spec, n=spec.n, seed=spec.sample_seed, cache_dir=frozen_cache_dir(spec))
 
 
 def freeze_question_set(
@@ -141,7 +146,7 @@ def freeze_question_set(
     digest = hashlib.sha256(data).hexdigest()
     mapping = spec.mapping_digest(loaded.source_id)
     directory = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
-    path = directory / f"{safe_filename(spec.name)}-{spec.split}-n{n}-seed{seed}-{mapping[:12]}.jsonl"
+    path = directory / f"{safe_filename(loaded.dataset)}-{loaded.split}-n{n}-seed{seed}-{mapping[:12]}.jsonl"
     meta_path = path.with_suffix(".meta.json")
     fix = f"Delete {path} and {meta_path} to rebuild it (runs logged with the old set keep its hash)."
     meta = _read_meta(meta_path, fix)
@@ -160,7 +165,7 @@ def freeze_question_set(
             f"rebuilding {path} gives sha256 {digest}, not the recorded {expected}: the question "
             f"normalization changed since it was frozen. {fix}"
         )
-    frozen = FrozenSet(tuple(sample), digest, path, spec.name, spec.split, n, seed, loaded.dataset_version,
+    frozen = FrozenSet(tuple(sample), digest, path, loaded.dataset, loaded.split, n, seed, loaded.dataset_version,
                        loaded.dropped, len(loaded.questions), mapping)
     directory.mkdir(parents=True, exist_ok=True)
     if not path.exists():

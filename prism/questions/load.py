@@ -43,6 +43,8 @@ class LoadedQuestions:
         dataset_version: ``sha256:<hex>`` of a local source file, or ``<hub repo>@<revision>``.
         source: The file path or Hub repository the rows came from.
         source_id: What identifies the source in the frozen file's name.
+        dataset: The dataset's name, as each question carries it.
+        split: The split the questions were read from.
     """
 
     questions: tuple[Question, ...]
@@ -50,6 +52,8 @@ class LoadedQuestions:
     dataset_version: str
     source: str
     source_id: str = ""
+    dataset: str = ""
+    split: str = ""
 
 
 def load_questions(
@@ -101,7 +105,7 @@ def _eligible(spec: DatasetConfig, rows: Rows, seed: int) -> LoadedQuestions:
         if reason is not None:
             dropped[reason] += 1
             continue
-        question = _question(spec, item, where, seed)
+        question = _question(spec, item, where, seed, rows)
         if question.question_id in first_seen:
             first_index, first = first_seen[question.question_id]
             if spec.fields.id is None and _correct(first) == _correct(question):
@@ -117,9 +121,10 @@ def _eligible(spec: DatasetConfig, rows: Rows, seed: int) -> LoadedQuestions:
                         f"{', '.join(sorted(groups))}.")
     if dropped["duplicate"] or dropped["reordered_duplicate"]:
         log.info("%s/%s: %d repeated question(s) kept once (%d exact, %d with the options in another order)",
-                 spec.name, spec.split, dropped["duplicate"] + dropped["reordered_duplicate"], dropped["duplicate"],
+                 rows.dataset, rows.split, dropped["duplicate"] + dropped["reordered_duplicate"], dropped["duplicate"],
                  dropped["reordered_duplicate"])
-    return LoadedQuestions(tuple(questions), dropped, rows.version, rows.source, rows.source_id)
+    return LoadedQuestions(tuple(questions), dropped, rows.version, rows.source, rows.source_id, rows.dataset,
+                           rows.split)
 
 
 def _correct(question: Question) -> str | None:
@@ -140,17 +145,17 @@ def _left_out(spec: DatasetConfig, item: Item) -> str | None:
     return None
 
 
-def _question(spec: DatasetConfig, item: Item, where: str, seed: int) -> Question:
+def _question(spec: DatasetConfig, item: Item, where: str, seed: int, rows: Rows) -> Question:
     if "numeric_labels" in spec.rules:
         item = numeric_labels(item)
     answer = answer_index(spec, item, where)
-    qid = item.own_id or text_id(spec.name, item.question, item.options, item.group)
+    qid = item.own_id or text_id(rows.dataset, item.question, item.options, item.group)
     options = item.options
     if "seeded_option_order" in spec.rules and answer is not None:
         options, answer = seeded_option_order(options, answer, seed, qid)
     labels = tuple(LETTERS[: len(options)])
     key = None if answer is None else labels[answer]
-    return Question(qid, item.question, options, labels, key, spec.name, spec.split, item.group)
+    return Question(qid, item.question, options, labels, key, rows.dataset, rows.split, item.group)
 
 
 def _repeated_id(spec: DatasetConfig, qid: str, where: str, first: str) -> str:

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -39,6 +39,8 @@ class Rows:
         source: The file path or Hub repository, as shown to a person.
         source_id: What identifies the source in the frozen file's name (see ``DatasetConfig.mapping_digest``).
         columns: The column names the rows have.
+        dataset: The dataset's name (``dataset.name``) these rows belong to, stamped on each question.
+        split: The split they were read from (``dataset.split``), stamped on each question.
     """
 
     rows: list[dict[str, Any]]
@@ -47,6 +49,8 @@ class Rows:
     source: str
     source_id: str
     columns: tuple[str, ...]
+    dataset: str = ""
+    split: str = ""
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
@@ -66,6 +70,12 @@ def read_rows(spec: DatasetConfig) -> Rows:
     Raises:
         DataError: Missing file, malformed row, unreadable file, or no way to reach the data.
     """
+    # The rows carry the name and split on, so the loader and the freezer read them from the data they
+    # describe, not from the config a second time.
+    return replace(_read_source(spec), dataset=spec.name, split=spec.split)
+
+
+def _read_source(spec: DatasetConfig) -> Rows:
     if spec.path is not None:
         path = Path(spec.path).expanduser()
         return read_file(path, spec.file_format(), str(path.resolve()))

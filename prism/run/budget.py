@@ -18,13 +18,16 @@ Two checks, one before and one during the run:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
-from prism.config import BudgetConfig, PricingConfig, PrismConfig
+from prism.config import BudgetConfig, PricingConfig
 from prism.errors import PrismError
 from prism.records import RawRecord
 from prism.run.usage import cost_usd
+
+if TYPE_CHECKING:
+    from prism.run.dry_run import RunPlan
 
 T = TypeVar("T")
 
@@ -33,35 +36,42 @@ class BudgetReached(PrismError, RuntimeError):
     """A run refused, or stopped, because its budget would be or was exceeded; the message has the figures."""
 
 
-def refuse_over_budget(cfg: PrismConfig) -> None:
-    """Refuse, before any request, a run whose plan exceeds ``budget`` (module docstring).
+def budget_guard(budget: BudgetConfig, pricing: PricingConfig, plan_run: Callable[[], RunPlan]) -> BudgetGuard | None:
+    """Refuse, before any request, a run whose plan exceeds ``budget``; else the guard for the run (module docstring).
+
+    Args:
+        budget: The run's ``budget`` group.
+        pricing: The model's prices (``model.pricing``).
+        plan_run: Makes the run's plan (:func:`prism.run.dry_run.plan_run`); called only when a cap is set.
+
+    Returns:
+        The guard that holds cells back during the run, or None when no cap is set.
 
     Raises:
         ConfigError: As :meth:`prism.config.BudgetConfig.check`.
         BudgetReached: With the plan's figures and the cap it exceeds.
     """
-    from prism.run.dry_run import plan_run
-
-    cfg.budget.check(cfg.model.pricing)
-    if not cfg.budget.limited:
-        return
-    plan = plan_run(cfg)
+    budget.check(pricing)
+    if not budget.limited:
+        return None
+    plan = plan_run()
     held = "an unknown number (no identity of this server recorded yet)" if plan.held is None else str(plan.held)
     figures = f"{plan.cells} cells, {held} held by the store, {plan.requests} requests left"
-    max_requests = cfg.budget.max_requests
+    max_requests = budget.max_requests
     if max_requests is not None and plan.requests > max_requests:
         raise BudgetReached(f"this run would send {plan.requests} requests ({figures}), more than "
                             f"budget.max_requests={max_requests}, so nothing was asked. Raise budget.max_requests, "
                             "or ask fewer cells (dataset.n, generation.repetitions); dry_run=true shows the plan.")
-    max_usd = cfg.budget.max_usd
+    max_usd = budget.max_usd
     if max_usd is not None:
-        prompt_cost = cost_usd(plan.prompt_tokens, 0, cfg.model.pricing)
+        prompt_cost = cost_usd(plan.prompt_tokens, 0, pricing)
         if prompt_cost > max_usd:
             raise BudgetReached(
                 f"this run's prompts alone would cost about ${prompt_cost:.4f} ({plan.prompt_tokens} prompt tokens "
                 f"by {plan.token_method} over {figures}, at model.pricing.input_per_mtok="
-                f"{cfg.model.pricing.input_per_mtok:g}), more than budget.max_usd={max_usd:g}, so nothing was "
+                f"{pricing.input_per_mtok:g}), more than budget.max_usd={max_usd:g}, so nothing was "
                 "asked. Raise budget.max_usd, or ask fewer cells; dry_run=true shows the plan.")
+    return BudgetGuard(budget, pricing)
 
 
 class BudgetGuard:

@@ -68,6 +68,31 @@ PARAM_TEMPLATE_VERSION = "conditions.template_version"
 PARAM_PARSER_VERSION = "parser_version"
 PARAM_SCORER_VERSION = "scorer_version"
 PARAM_PROTOCOL_VERSION = "protocol_version"
+# The flattened resolved config's params that PRISM reads back (compare, publish, reproduce, import): their
+# names are the config's own paths, spelled here once.
+PARAM_SEED = "seed"
+PARAM_MODEL_NAME = "model.name"
+PARAM_MODEL_BACKEND = "model.backend"
+PARAM_MODEL_PACKAGE = "model.package"
+PARAM_MODEL_PATH = "model.path"
+PARAM_DATASET_NAME = "dataset.name"
+PARAM_DATASET_TYPE = "dataset.type"
+PARAM_DATASET_SPLIT = "dataset.split"
+PARAM_DATASET_N = "dataset.n"
+PARAM_DATASET_SAMPLE_SEED = "dataset.sample_seed"
+PARAM_DATASET_ANSWER_FORMAT = "dataset.answer_format"
+PARAM_DATASET_ORDINAL = "dataset.ordinal"
+PARAM_CONDITIONS_NAME = "conditions.name"
+PARAM_CONDITIONS_BASELINE = "conditions.baseline"
+PARAM_GENERATION_TEMPERATURE = "generation.temperature"
+PARAM_GENERATION_MAX_TOKENS = "generation.max_tokens"
+PARAM_GENERATION_SEED = "generation.seed"
+PARAM_GENERATION_TOP_P = "generation.top_p"
+PARAM_GENERATION_TOP_K = "generation.top_k"
+PARAM_GENERATION_REPETITIONS = "generation.repetitions"
+# The canonical generation settings every backend takes, which runs must share to be compared directly.
+GENERATION_PARAMS = (PARAM_GENERATION_TEMPERATURE, PARAM_GENERATION_MAX_TOKENS, PARAM_GENERATION_SEED,
+                     PARAM_GENERATION_TOP_P, PARAM_GENERATION_TOP_K)
 # A comparison run's params naming the runs it compared and their table labels, in table order.
 PARAM_COMPARED_RUN_IDS = "compared_run_ids"
 PARAM_COMPARED_MODELS = "compared_models"
@@ -167,7 +192,7 @@ class LoggedRun:
     @property
     def model(self) -> str:
         """The run's ``model.name`` param."""
-        return self.params.get("model.name", "?")
+        return self.params.get(PARAM_MODEL_NAME, "?")
 
     @property
     def kind(self) -> str:
@@ -248,64 +273,64 @@ class LoggedRun:
     @property
     def dataset(self) -> str:
         """The ``dataset.name`` param, or ``""``."""
-        return self.params.get("dataset.name", "")
+        return self.params.get(PARAM_DATASET_NAME, "")
 
     @property
     def dataset_type(self) -> str:
         """The ``dataset.type`` param (runs logged before survey items had none: ``objective``)."""
-        return self.params.get("dataset.type") or "objective"
+        return self.params.get(PARAM_DATASET_TYPE) or "objective"
 
     @property
     def condition_set(self) -> str:
         """The condition set's name (param ``conditions.name``), or ``""``."""
-        return self.params.get("conditions.name", "")
+        return self.params.get(PARAM_CONDITIONS_NAME, "")
 
     @property
     def baseline(self) -> str:
         """The condition set's baseline (param ``conditions.baseline``), or ``""``."""
-        return self.params.get("conditions.baseline", "")
+        return self.params.get(PARAM_CONDITIONS_BASELINE, "")
 
     @property
     def dataset_split(self) -> str:
         """The split the questions were drawn from (param ``dataset.split``), or ``""``."""
-        return self.params.get("dataset.split", "")
+        return self.params.get(PARAM_DATASET_SPLIT, "")
 
     @property
     def dataset_n(self) -> str:
         """How many questions were sampled (param ``dataset.n``), or ``""``."""
-        return self.params.get("dataset.n", "")
+        return self.params.get(PARAM_DATASET_N, "")
 
     @property
     def sample_seed(self) -> str:
         """The seed of the question sample (param ``dataset.sample_seed``), or ``""``."""
-        return self.params.get("dataset.sample_seed", "")
+        return self.params.get(PARAM_DATASET_SAMPLE_SEED, "")
 
     @property
     def answer_format(self) -> str:
         """How the answer key was read (param ``dataset.answer_format``; ``none``: items without a key), or ``""``."""
-        return self.params.get("dataset.answer_format", "")
+        return self.params.get(PARAM_DATASET_ANSWER_FORMAT, "")
 
     @property
     def ordinal(self) -> bool:
         """Whether the options are an ordered scale (param ``dataset.ordinal``)."""
-        return self.params.get("dataset.ordinal", "").lower() == "true"
+        return self.params.get(PARAM_DATASET_ORDINAL, "").lower() == "true"
 
     @property
     def temperature(self) -> str:
         """The sampling temperature (param ``generation.temperature``), or ``""``."""
-        return self.params.get("generation.temperature", "")
+        return self.params.get(PARAM_GENERATION_TEMPERATURE, "")
 
     @property
     def repetitions(self) -> str:
         """Repetitions of each cell (param ``generation.repetitions``), or ``""``."""
-        return self.params.get("generation.repetitions", "")
+        return self.params.get(PARAM_GENERATION_REPETITIONS, "")
 
     @property
     def model_package(self) -> str:
         """The Python package the weights came from (param ``model.package``), or ``""``."""
-        return self.params.get("model.package", "")
+        return self.params.get(PARAM_MODEL_PACKAGE, "")
 
     @property
     def model_path(self) -> str:
         """The weights file (param ``model.path``), or ``""``."""
-        return self.params.get("model.path", "")
+        return self.params.get(PARAM_MODEL_PATH, "")

@@ -21,16 +21,7 @@ import yaml
 from prism import __version__
 from prism.backends.base import Backend, Request
 from prism.backends.pool import EndpointCount, EndpointPool
-from prism.backends.registry import (
-    context_window,
-    create_backend,
-    keyed_settings,
-    prompt_token_counter,
-    require_cloze,
-    require_label_probs,
-    require_plain,
-    require_system_turns,
-)
+from prism.backends.registry import context_limits, create_backend, keyed_settings, require_capabilities
 from prism.conditions import (
     ConditionSet,
     check_option_counts,
@@ -43,9 +34,10 @@ from prism.errors import ConfigError
 from prism.parsing import PARSER_VERSION
 from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
 from prism.questions.demonstrations import DemonstrationDraw
+from prism.questions.freezing import frozen_cache_dir
 from prism.results.scoring import SCORER_VERSION
 from prism.results.summary import score_records, write_results
-from prism.run.budget import BudgetGuard, refuse_over_budget
+from prism.run.budget import BudgetGuard, budget_guard
 from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
 from prism.run.context import check_context
 from prism.run.fewshot import with_demonstrations, write_demonstrations
@@ -57,6 +49,8 @@ from prism.run.names import (
     FINISHED,
     KIND_RUN,
     PARAM_CONDITION_NAMES,
+    PARAM_MODEL_BACKEND,
+    PARAM_MODEL_NAME,
     PARAM_PARSER_VERSION,
     PARAM_PROTOCOL_VERSION,
     PARAM_SCORER_VERSION,
@@ -71,7 +65,7 @@ from prism.run.names import (
 )
 from prism.run.offline import RecordingTracker
 from prism.run.sharding import RayExecution, merge_shards, shard_directory
-from prism.run.store import CompletionStore, ResponseLog
+from prism.run.store import CompletionStore, ResponseLog, open_store, store_directory, sync_interval
 from prism.run.tracking import MlflowTracker, TrackingError, git_state, resolve_tracking_uri
 from prism.run.usage import Usage
 from prism.run.writable import check_writable_dirs
@@ -200,37 +194,41 @@ def run(
     if cfg.dry_run:
         raise ConfigError("dry_run=true asks nothing, so it is not a run: call prism.run.dry_run.plan_run(cfg), as "
                           "python -m prism does, or set dry_run=false.")
-    refuse_over_budget(cfg)  # before any request, the identity probe included
+    from prism.run.dry_run import plan_run
+
+    pricing = cfg.model.pricing
+    # Before any request, the identity probe included; the guard then holds cells back during the run.
+    guard = budget_guard(cfg.budget, pricing, lambda: plan_run(cfg))
     out = Path(output_dir or cfg.output_dir or default_output_dir())
-    check_writable_dirs(cfg, out)
+    check_writable_dirs(out, frozen_cache_dir(cfg.dataset), store_directory(cfg.store))
     out.mkdir(parents=True, exist_ok=True)
     plan = prepare(cfg, out)
     with ExitStack() as resources:
         resources.callback(plan.backend.close)
-        store = None
-        if cfg.store.enabled:
-            store = resources.enter_context(closing(CompletionStore(cfg.store.path, cfg.store.sync_interval_s)))
-            resources.enter_context(experiment_lock(cfg.store.path, plan.experiment_sha256))
-            merge_shards(store, shard_directory(cfg))  # what killed sharded runs' actors answered
+        store = open_store(cfg.store)
+        if store is not None:
+            resources.enter_context(closing(store))
+            resources.enter_context(experiment_lock(store.path, plan.experiment_sha256))
+            merge_shards(store, shard_directory(cfg.execution, store))  # what killed sharded runs' actors answered
         executor = None
         if cfg.execution.kind == "ray":  # actors started and checked before the MLflow run starts
-            executor = resources.enter_context(closing(RayExecution.start(cfg, plan.identity, store)))
+            executor = resources.enter_context(closing(RayExecution.start(cfg.execution, cfg.model, plan.identity,
+                                                                          store)))
         tags = {**experiment_run_tags(plan, out), **({TAG_SWEEP: sweep_dir} if sweep_dir else {}), **(extra_tags or {}),
                 **({TAG_EXECUTION: executor.describe()} if executor is not None else {})}
         run_id = plan.tracker.start(plan.run_name, tags)
         if store is not None:  # what a dry run of this model reads to count the cells the store holds
             record_identity(store, plan.backend, plan.identity)
         with _failing_run(plan.tracker, out):
-            guard = BudgetGuard(cfg.budget, cfg.model.pricing) if cfg.budget.limited else None
-            offsets, n_fresh = ask(plan, store, out, run_id, cfg.store.sync_interval_s, guard, executor)
+            offsets, n_fresh = ask(plan, store, out, run_id, sync_interval(cfg.store), guard, executor)
     with _failing_run(plan.tracker, out):
         # One record at a time, from the file just written, in scored order: nothing per cell is held.
         usage = Usage()  # tokens and cost, counted as the records pass on their way to scoring
         records = usage.through(records_in_scored_order(out / "responses" / "responses.jsonl", plan.cells, offsets))
         prompts = {(p.question_id, p.condition): p for p in plan.cells.prompts}
         scored = score_records(records, plan.frozen, plan.condition_set, prompts)
-        metrics = write_results(out, scored, plan.frozen, plan.condition_set, cfg.generation.repetitions)
-        metrics.update(usage.metrics(plan.condition_set.names, cfg.model.pricing))
+        metrics = write_results(out, scored, plan.frozen, plan.condition_set, len(plan.cells.params))
+        metrics.update(usage.metrics(plan.condition_set.names, pricing))
         plan.tracker.log_metrics(metrics)
         for sub in RUN_ARTIFACT_DIRS:
             for path in sorted((out / sub).glob("*")):
@@ -272,31 +270,27 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
     condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
     reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
-    if reordered:
-        log.warning("dataset %s is an ordered scale (dataset.ordinal=true): conditions %s show its options out of "
-                    "their order, so their answers also measure the effect of a broken scale", cfg.dataset.name,
-                    ", ".join(reordered))
     backend: Backend = create_backend(cfg.model)
     try:
         frozen = freeze_dataset(cfg.dataset)
+        if reordered:
+            log.warning("dataset %s is an ordered scale (dataset.ordinal=true): conditions %s show its options out "
+                        "of their order, so their answers also measure the effect of a broken scale", frozen.dataset,
+                        ", ".join(reordered))
         report_dropped(frozen)
         check_option_counts(condition_set, frozen.questions)
         frozen, demonstrations = with_demonstrations(cfg.dataset, frozen, condition_set)
         prompts = render_all(frozen.questions, condition_set)
+        # The checks read what the requests will carry (the same in every repetition but for the seed).
+        settings = repetition_params(cfg.generation)
         # Before the identity: a backend without label probabilities is refused before any request (a hosted
         # backend's identity probe is a request); one with them reads its identity inside the check.
-        if cfg.generation.label_probs:
-            require_label_probs(backend, cfg.model.backend, label_sets(prompts))
-        require_system_turns(backend, cfg.model.backend, turn_roles(prompts))
-        if not cfg.model.chat:
-            require_plain(cfg.model.backend, turn_roles(prompts))
-        if cfg.generation.cloze:
-            require_cloze(backend, cfg.model.backend)
+        require_capabilities(backend, cfg.model, settings[0],
+                             label_sets(prompts) if settings[0].label_probs else {}, turn_roles(prompts))
         identity = backend.identity()
-        check_context(context_window(backend, cfg.model.backend), prompt_token_counter(backend, cfg.model.backend),
-                      prompts, cfg.generation.max_tokens,
-                      "model.n_ctx" if hasattr(cfg.model, "n_ctx") else f"the {cfg.model.backend} server's")
-        cells = CellGrid(prompts, repetition_params(cfg.generation), [q.question_id for q in frozen.questions],
+        limits = context_limits(backend, cfg.model)
+        check_context(limits.window, limits.counter, prompts, settings[0].max_tokens, limits.where)
+        cells = CellGrid(prompts, settings, [q.question_id for q in frozen.questions],
                          condition_set.names, identity, frozen.dataset, frozen.split, keyed_settings(cfg.model))
         write_run_inputs(out, cfg, frozen, condition_set)
         write_conversations(out / "prompts", condition_set.name, prompts)
@@ -444,7 +438,7 @@ def _warn_on_digest_change(tracker: Any, identity: ModelIdentity, run_id: str) -
     ``prism.model_digest_changed_from``. A tracking store that cannot be searched skips the check.
     """
     try:
-        earlier = tracker.earlier_digests({"model.name": identity.name, "model.backend": identity.backend},
+        earlier = tracker.earlier_digests({PARAM_MODEL_NAME: identity.name, PARAM_MODEL_BACKEND: identity.backend},
                                           exclude_run_id=run_id)
     except Exception as exc:  # a warning must never be what fails a run
         log.warning("could not compare the model digest with earlier runs (%s)", exc)

@@ -39,7 +39,7 @@ from prism.run.store import CompletionStore, ResponseLog
 
 if TYPE_CHECKING:
     from prism.backends.base import Backend
-    from prism.config import ExecutionConfig, ModelConfig, PrismConfig
+    from prism.config import ExecutionConfig, ModelConfig
     from prism.records import RawRecord
     from prism.types import ModelIdentity
 
@@ -61,12 +61,11 @@ class ExecutionError(PrismError, RuntimeError):
     """Ray cannot be used as configured, or an actor failed; the message says what and how to go on."""
 
 
-def shard_directory(cfg: PrismConfig) -> Path:
-    """Where the actors' shard stores go: ``execution.shard_dir``, else ``<store.path>.shards/``."""
-    if cfg.execution.shard_dir:
-        return Path(cfg.execution.shard_dir)
-    store = Path(cfg.store.path)
-    return store.parent / f"{store.name}.shards"
+def shard_directory(execution: ExecutionConfig, store: CompletionStore) -> Path:
+    """Where the actors' shard stores go: ``execution.shard_dir``, else ``<store.path>.shards/`` beside ``store``."""
+    if execution.shard_dir:
+        return Path(execution.shard_dir)
+    return store.path.parent / f"{store.path.name}.shards"
 
 
 def _lock_of(shard: Path) -> Path:
@@ -389,7 +388,8 @@ class RayExecution:
         self._closed = False
 
     @classmethod
-    def start(cls, cfg: PrismConfig, identity: ModelIdentity, store: CompletionStore | None) -> RayExecution:
+    def start(cls, execution: ExecutionConfig, model: ModelConfig, identity: ModelIdentity,
+              store: CompletionStore | None) -> RayExecution:
         """Connect to Ray, start ``execution.workers`` actors and check that each loaded the same model.
 
         Everything here happens before any cell is asked: an unreachable cluster, resources no node has, a
@@ -398,8 +398,9 @@ class RayExecution:
         Raises:
             ExecutionError: Naming the worker and what it could not do.
         """
-        return cls.launch(cfg.execution, cfg.model, shard_directory(cfg) if store is not None else None,
-                          cfg.store.sync_interval_s, identity, store)
+        if store is None:  # no shards: nothing of the actors is kept beyond the run's own response log
+            return cls.launch(execution, model, None, 0.0, identity, store)
+        return cls.launch(execution, model, shard_directory(execution, store), store.sync_interval_s, identity, store)
 
     @classmethod
     def launch(cls, execution: ExecutionConfig, model: ModelConfig, shards: Path | None, sync_interval_s: float,

@@ -16,10 +16,13 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prism.errors import PrismError
 from prism.types import canonical_json, sha256_text
+
+if TYPE_CHECKING:
+    from prism.config import StoreConfig
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (
@@ -138,7 +141,7 @@ class CompletionStore:
     def __init__(self, path: str | Path, sync_interval_s: float = 0.0) -> None:
         """Open (creating if needed) the store at ``path``; ``sync_interval_s`` as in the class docstring."""
         self.path = Path(path)
-        self._sync_interval_s = float(sync_interval_s)
+        self.sync_interval_s = float(sync_interval_s)
         self._last_sync = time.monotonic()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +149,7 @@ class CompletionStore:
             # instead of failing on a locked database.
             self._db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             _enable_wal(self._db)
-            self._db.execute("PRAGMA synchronous=FULL" if self._sync_interval_s <= 0 else "PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA synchronous=FULL" if self.sync_interval_s <= 0 else "PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
             self._db.execute(_IDENTITIES)
             (check,) = self._db.execute("PRAGMA quick_check").fetchone()
@@ -271,7 +274,7 @@ class CompletionStore:
                 f"the store still holds every completion written before, and none in part. {_write_fix(exc)}, "
                 "then run the same command again: stored completions are reused, not asked again."
             ) from exc
-        if self._sync_interval_s > 0 and time.monotonic() - self._last_sync >= self._sync_interval_s:
+        if self.sync_interval_s > 0 and time.monotonic() - self._last_sync >= self.sync_interval_s:
             self.sync()
 
     def merge_from(self, other: CompletionStore, batch: int = 2000) -> int:
@@ -313,7 +316,7 @@ class CompletionStore:
 
         A checkpoint fsyncs the write-ahead log before it copies it into the database (``synchronous=NORMAL``).
         """
-        if self._sync_interval_s <= 0:
+        if self.sync_interval_s <= 0:
             return
         try:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -352,7 +355,7 @@ class ResponseLog:
         """Open ``path`` for appending (creating parent directories); ``sync_interval_s`` as in the docstring."""
         self.path = Path(path)
         self._failure: str | None = None
-        self._sync_interval_s = float(sync_interval_s)
+        self.sync_interval_s = float(sync_interval_s)
         self._last_sync = time.monotonic()
         self._synced_size = 0
         self.last_offset = -1
@@ -412,7 +415,7 @@ class ResponseLog:
                 if written <= 0:  # never for a regular file; guards the loop against spinning
                     raise OSError(errno.EIO, "the write made no progress")
                 data = data[written:]
-            if durable and (self._sync_interval_s <= 0 or time.monotonic() - self._last_sync >= self._sync_interval_s):
+            if durable and (self.sync_interval_s <= 0 or time.monotonic() - self._last_sync >= self.sync_interval_s):
                 self._fsync()
         except OSError as exc:
             self._fail(exc, start)
@@ -490,3 +493,22 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         if not isinstance(record, dict):
             raise StoreError(f"{path}:{number} is not a JSON object.")
         yield record
+
+
+def open_store(cfg: StoreConfig) -> CompletionStore | None:
+    """The run's completion store at ``store.path``, synced as ``store.sync_interval_s`` says; None when disabled.
+
+    Raises:
+        StoreError: As :class:`CompletionStore`.
+    """
+    return CompletionStore(cfg.path, cfg.sync_interval_s) if cfg.enabled else None
+
+
+def store_directory(cfg: StoreConfig) -> Path | None:
+    """The directory the store's file is made in (for the writable check), or None when the store is disabled."""
+    return Path(cfg.path).expanduser().parent if cfg.enabled else None
+
+
+def sync_interval(cfg: StoreConfig) -> float:
+    """How often, in seconds, the run's files (its response log, and the store) are made durable on disk."""
+    return float(cfg.sync_interval_s)

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prism.errors import ConfigError
-
-if TYPE_CHECKING:
-    from prism.config import PrismConfig
 
 
 def check_writable_dir(path: str | os.PathLike[str], setting: str) -> None:
@@ -43,13 +39,18 @@ def check_writable_dir(path: str | os.PathLike[str], setting: str) -> None:
                       f"write in ({setting}=DIR), or fix {existing}; nothing was asked or written yet.")
 
 
-def check_writable_dirs(cfg: PrismConfig, out: Path) -> None:
+def check_writable_dirs(out: Path, frozen_cache: Path, store: Path | None) -> None:
     """Refuse an output directory, frozen-set cache or store directory that cannot be written, before any work.
+
+    Args:
+        out: The run's output directory.
+        frozen_cache: Where its frozen sets go (:func:`prism.questions.freezing.frozen_cache_dir`).
+        store: The directory of its completion store (:func:`prism.run.store.store_directory`), or None.
 
     Raises:
         ConfigError: Naming the directory and the setting that chose it.
     """
     check_writable_dir(out, "hydra.run.dir")
-    check_writable_dir(cfg.dataset.cache_dir or ".prism/frozen", "dataset.cache_dir")
-    if cfg.store.enabled:
-        check_writable_dir(Path(cfg.store.path).expanduser().parent, "store.path")
+    check_writable_dir(frozen_cache, "dataset.cache_dir")
+    if store is not None:
+        check_writable_dir(store, "store.path")
