@@ -270,7 +270,7 @@ def replay_file(workdir: Path, data_dir: Path, n: int) -> Path:
 
 
 def breaking_store(after: int, breaker: Callable[[CompletionStore], Any]) -> type[CompletionStore]:
-    """The pipeline's store class, with ``breaker`` breaking its connection before write ``after + 1``."""
+    """The run's store class (made by ``prism.run.store.open_store``), with ``breaker`` breaking its connection before write ``after + 1``."""
 
     class BreakingStore(CompletionStore):
         puts = 0
@@ -288,7 +288,7 @@ def breaking_store(after: int, breaker: Callable[[CompletionStore], Any]) -> typ
 def test_a_run_stopped_by_a_failed_write_keeps_everything_and_the_same_command_finishes(
         workdir: Path, data_dir: Path, mlflow_template: Path, monkeypatch: pytest.MonkeyPatch, fault: str,
         record_property: Callable[[str, object], None]) -> None:
-    import prism.run.pipeline
+    import prism.run.store
 
     n, after = 3, 6
     fresh_mlflow(mlflow_template, workdir)
@@ -302,7 +302,7 @@ def test_a_run_stopped_by_a_failed_write_keeps_everything_and_the_same_command_f
     else:
         breaker = ((lambda s: setattr(s, "_db", _FullDisk(s._db))) if fault == "store-full"
                    else (lambda s: s._db.execute("PRAGMA query_only = ON")))  # SQLite's own read-only refusal
-        monkeypatch.setattr(prism.run.pipeline, "CompletionStore", breaking_store(after, breaker))
+        monkeypatch.setattr(prism.run.store, "CompletionStore", breaking_store(after, breaker))  # open_store's
     with pytest.raises(StoreError, match="run the same command again"):
         run(compose_config(overrides), output_dir=workdir / "first")
     monkeypatch.undo()
