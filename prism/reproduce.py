@@ -222,7 +222,7 @@ def preflight(cfg: PrismConfig, logged: LoggedRun) -> list[Check]:
         from prism.conditions import condition_set_from_config
         from prism.run.fewshot import with_demonstrations
 
-        condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+        condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.subjective)
         _, draw = with_demonstrations(cfg.dataset, frozen, condition_set)
         checks.append(Check(TAG_DEMONSTRATIONS, logged.tags[TAG_DEMONSTRATIONS],
                             draw.sha256 if draw is not None else ""))

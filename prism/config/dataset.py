@@ -134,6 +134,16 @@ class DatasetConfig:
     # Where few-shot demonstrations come from (conditions=fewshot).
     demonstrations: DemonstrationsConfig = field(default_factory=DemonstrationsConfig)
 
+    @property
+    def subjective(self) -> bool:
+        """Survey items (``type=subjective``): asked in the condition set's subjective wording, with no key."""
+        return self.type == "subjective"
+
+    @property
+    def keyless(self) -> bool:
+        """Items without an answer key (``answer_format=none``, or survey items)."""
+        return self.answer_format == "none" or self.subjective
+
     def option_counts(self) -> tuple[int, ...] | None:
         """``options`` as the sorted option counts to keep, or None for any count from 2 to 10.
 

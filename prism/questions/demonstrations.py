@@ -32,7 +32,7 @@ from typing import Any
 
 from prism.config import DatasetConfig, DatasetFields, DemonstrationsConfig
 from prism.questions.load import load_questions
-from prism.questions.sources import resolve_data_dir
+from prism.questions.sources import data_dir_file
 from prism.questions.spec import DataError
 from prism.types import Question, canonical_json
 
@@ -77,8 +77,9 @@ def pool_specs(spec: DatasetConfig, demo: DemonstrationsConfig) -> list[DatasetC
     Raises:
         DataError: The dataset names no pool, or its ``fields`` cannot be used.
     """
-    fields = spec.fields if demo.fields is None else _field_map(demo.fields)
-    base = replace(spec, fields=fields, subjects=[], stratify=None, exclude=[])
+    base = replace(spec, subjects=[], stratify=None, exclude=[])
+    if demo.fields is not None:
+        base = replace(base, fields=_field_map(demo.fields))
     if demo.path:
         specs = [replace(base, path=str(demo.path), format=None, split=FILE_SPLIT)]
     elif demo.splits:
@@ -104,13 +105,8 @@ def _field_map(fields: DatasetFields | Mapping[str, Any]) -> DatasetFields:
 
 def _missing_split(spec: DatasetConfig, splits: Sequence[str], why: str) -> None:
     """Refuse a pool split the data directory does not hold, naming the file to provide."""
-    if spec.path is not None:
-        return
-    directory = resolve_data_dir(spec.data_dir)
-    if directory is None:
-        return
-    path = directory / (spec.folder or spec.name) / f"{spec.split}.jsonl"
-    if not path.is_file():
+    path = data_dir_file(spec)
+    if path is not None and not path.is_file():
         raise DataError(
             f"{why} need few-shot demonstrations from split {spec.split!r} of {spec.name} "
             f"(dataset.demonstrations.splits={list(splits)}), but the data at hand has no such split: {path} does not "
@@ -128,7 +124,7 @@ def load_pool(spec: DatasetConfig, demo: DemonstrationsConfig, seed: int,
         DataError: A split the data at hand lacks (naming the file to provide), items without a key, or bad
             data in a row (as for the dataset itself).
     """
-    if spec.answer_format == "none" or spec.type == "subjective":
+    if spec.keyless:
         raise DataError(f"{why} show each demonstration answered with its key, but dataset {spec.name!r} has items "
                         "without an answer key (dataset.answer_format=none / dataset.type=subjective), so it has "
                         "no demonstrations to show. Use a condition set without demonstrations for survey items. "
@@ -136,7 +132,7 @@ def load_pool(spec: DatasetConfig, demo: DemonstrationsConfig, seed: int,
     parts = []
     specs = pool_specs(spec, demo)
     for part in specs:
-        _missing_split(part, [p.split for p in specs], why)
+        _missing_split(part, list(demo.splits), why)
         try:
             loaded = load_questions(part, seed=seed)
         except DataError as exc:
@@ -148,7 +144,7 @@ def load_pool(spec: DatasetConfig, demo: DemonstrationsConfig, seed: int,
                             f"{keyless[0]!r}) have no answer key, and a demonstration is shown answered. Map the "
                             "pool's answer column with dataset.demonstrations.fields.answer. No model was asked "
                             "anything.")
-        parts.append((part.split, loaded.questions, loaded.dataset_version))
+        parts.append((loaded.split, loaded.questions, loaded.dataset_version))
     return parts
 
 

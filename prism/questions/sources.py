@@ -75,16 +75,25 @@ def read_rows(spec: DatasetConfig) -> Rows:
     return replace(_read_source(spec), dataset=spec.name, split=spec.split)
 
 
+def data_dir_file(spec: DatasetConfig) -> Path | None:
+    """The file of the data directory ``read_rows`` reads for ``spec`` (``<data_dir>/<name>/<split>.jsonl``).
+
+    None when the spec reads a file of its own (``dataset.path``) or no data directory is set (the Hub).
+    """
+    if spec.path is not None:
+        return None
+    directory = resolve_data_dir(spec.data_dir)
+    return None if directory is None else directory / (spec.folder or spec.name) / f"{spec.split}.jsonl"
+
+
 def _read_source(spec: DatasetConfig) -> Rows:
     if spec.path is not None:
         path = Path(spec.path).expanduser()
         return read_file(path, spec.file_format(), str(path.resolve()))
-    directory = resolve_data_dir(spec.data_dir)
-    if directory is not None:
-        folder = spec.folder or spec.name
-        path = directory / folder / f"{spec.split}.jsonl"
+    local = data_dir_file(spec)
+    if local is not None:
         # The layout, not the directory, names the source: the same data on another machine is the same set.
-        return read_file(path, "json", f"data_dir:{folder}/{spec.split}.jsonl")
+        return read_file(local, "json", f"data_dir:{spec.folder or spec.name}/{spec.split}.jsonl")
     return read_hub(spec)
 
 

@@ -74,7 +74,7 @@ def plan_run(cfg: PrismConfig) -> RunPlan:
     Raises:
         PrismError: For any input a run would refuse (the same checks, in the same words).
     """
-    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.subjective)
     backend = create_backend(cfg.model)
     try:
         frozen = freeze_dataset(cfg.dataset)

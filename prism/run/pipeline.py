@@ -268,7 +268,7 @@ def prepare(cfg: PrismConfig, out: Path) -> Plan:
     unreachable tracking store stops the run here, before any inference.
     """
     # Items without a key are asked in the set's subjective wording: no prompt speaks of a correct option.
-    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.type == "subjective")
+    condition_set = condition_set_from_config(cfg.conditions, subjective=cfg.dataset.subjective)
     reordered = reordering_conditions(condition_set) if cfg.dataset.ordinal else []
     backend: Backend = create_backend(cfg.model)
     try:
