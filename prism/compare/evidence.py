@@ -23,13 +23,22 @@ import pandas as pd
 from prism.compare.artifact_cache import ArtifactCache, read_records
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import CompareError
-from prism.run.names import QUESTION_METRICS_ARTIFACT, QUESTIONS_ARTIFACT, LoggedRun
+from prism.run.names import (
+    METRIC_ACCURACY,
+    METRIC_ANSWER_RECOVERY,
+    METRIC_MEAN_AGREEMENT,
+    METRIC_PROMPT_INVARIANT_INCORRECT,
+    METRIC_QUESTION_MAJORITY_ACCURACY,
+    QUESTION_METRICS_ARTIFACT,
+    QUESTIONS_ARTIFACT,
+    LoggedRun,
+)
 from prism.stats.basics import Estimate
 
 log = logging.getLogger(__name__)
 
 PROMPTS_ARTIFACT = "prompts"
-READING_METRICS = ("question_majority_accuracy", "mean_agreement", "prompt_invariant_incorrect_rate")
+READING_METRICS = (METRIC_QUESTION_MAJORITY_ACCURACY, METRIC_MEAN_AGREEMENT, METRIC_PROMPT_INVARIANT_INCORRECT)
 
 
 @dataclass(frozen=True)
@@ -159,7 +168,7 @@ def model_numbers(item: RunEvidence, n_boot: int, seed: int) -> ModelNumbers:
                       else Estimate.undefined())
     accuracy, agreement, invariant = values
     return ModelNumbers(item.run.label, accuracy, agreement, invariant,
-                        item.metrics.get("answer_recovery_rate", math.nan), no_key=has_no_key(item))
+                        item.metrics.get(METRIC_ANSWER_RECOVERY, math.nan), no_key=has_no_key(item))
 
 
 def has_no_key(item: RunEvidence) -> bool:
@@ -170,4 +179,4 @@ def has_no_key(item: RunEvidence) -> bool:
     """
     if item.run.answer_format == "none" or item.run.dataset_type == "subjective":
         return True
-    return "accuracy" not in item.metrics and "answer_recovery_rate" in item.metrics
+    return METRIC_ACCURACY not in item.metrics and METRIC_ANSWER_RECOVERY in item.metrics

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from prism.run.names import METRIC_MEAN_AGREEMENT, METRIC_PROMPT_INVARIANT_INCORRECT, METRIC_QUESTION_MAJORITY_ACCURACY
 from prism.stats import basics
 from prism.stats.basics import Estimate
 
@@ -164,14 +165,14 @@ def question_estimates(question_metrics: pd.DataFrame, *, n_boot: int, seed: int
     per_question = frame.groupby("question_id", sort=False).agg(
         majority=("majority_correct", "mean"), wrong=("invariant_incorrect", "mean"), agreement=("agreement", "mean"))
     agreed = per_question["agreement"].dropna()
-    estimates = {"mean_agreement": basics.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
+    estimates = {METRIC_MEAN_AGREEMENT: basics.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
     if keyless:
-        return {**estimates, "question_majority_accuracy": Estimate.undefined(),
-                "prompt_invariant_incorrect_rate": Estimate.undefined()}
+        return {**estimates, METRIC_QUESTION_MAJORITY_ACCURACY: Estimate.undefined(),
+                METRIC_PROMPT_INVARIANT_INCORRECT: Estimate.undefined()}
     return {
-        "question_majority_accuracy": basics.pooled_rate(per_question["majority"], per_question.index, n_boot=n_boot,
-                                                        seed=seed),
+        METRIC_QUESTION_MAJORITY_ACCURACY: basics.pooled_rate(per_question["majority"], per_question.index,
+                                                              n_boot=n_boot, seed=seed),
         **estimates,
-        "prompt_invariant_incorrect_rate": basics.pooled_rate(per_question["wrong"], per_question.index,
+        METRIC_PROMPT_INVARIANT_INCORRECT: basics.pooled_rate(per_question["wrong"], per_question.index,
                                                              n_boot=n_boot, seed=seed),
     }

@@ -31,7 +31,12 @@ from prism.compare.readout_sections import anchor, readout_context
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import NO_KEY, number, p_value
 from prism.parsing import UNKNOWN_METHODS
-from prism.run.names import LoggedRun
+from prism.run.names import (
+    METRIC_ACCURACY,
+    METRIC_N_QUESTIONS,
+    PARSE_METHOD_PREFIX,
+    LoggedRun,
+)
 from prism.stats.basics import SIGNIFICANCE
 
 if TYPE_CHECKING:
@@ -48,7 +53,8 @@ def unknown_methods(metrics: Mapping[str, float]) -> str:
     The rules that recover nothing, largest first: "; UNKNOWN as none 12%, enumeration 5%".
     """
     shares = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
-                     if name.startswith("parse_method/") and name.split("/", 1)[1] in UNKNOWN_METHODS and value > 0),
+                     if name.startswith(PARSE_METHOD_PREFIX) and name.split("/", 1)[1] in UNKNOWN_METHODS
+                     and value > 0),
                     key=lambda item: -item[1])
     return "; UNKNOWN as " + ", ".join(f"{name} {value:.0%}" for name, value in shares) if shares else ""
 
@@ -99,7 +105,7 @@ def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
         coverage=coverage_lines(tables.question_sets), notes=context.notes,
         cards=sections.reading_cards(numbers, readings), rules=sections.pattern_rules(THRESHOLDS),
         sensitivity_models=sections.sensitivity_models(tables), baseline=context.baseline, significance=SIGNIFICANCE,
-        figures={"accuracy": sections.figure_uri(figures, "accuracy_heatmap.png"),
+        figures={METRIC_ACCURACY: sections.figure_uri(figures, "accuracy_heatmap.png"),
                  "flip": sections.figure_uri(figures, "flip_rate_heatmap.png"),
                  "divergence": sections.figure_uri(figures, "divergence_matrix.png"),
                  "profile": sections.figure_uri(figures, PROFILE_PNG)},
@@ -147,7 +153,7 @@ def summary_points(tables: ComparisonTables, context: ReportContext, numbers: Se
                    readings: Sequence[Reading]) -> list[list[Part]]:
     """The few sentences a reader needs first: what was compared, how each model reads, how they differ."""
     runs = [item.run for item in context.evidence]
-    n_questions = int(max((item.metrics.get("n_questions", 0.0) for item in context.evidence), default=0))
+    n_questions = int(max((item.metrics.get(METRIC_N_QUESTIONS, 0.0) for item in context.evidence), default=0))
     conditions = ", ".join(runs[0].conditions) if runs else ""
     question_sets = tables.question_sets if tables.question_sets is not None else pd.DataFrame()
     if len(question_sets) > 1:

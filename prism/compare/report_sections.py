@@ -29,6 +29,13 @@ from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
 from prism.compare.tables import POOLED, keyless_labels
 from prism.formatting import missing
 from prism.run.names import (
+    METRIC_COST_USD,
+    METRIC_N_QUESTIONS,
+    METRIC_TOKENS_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_PROMPT,
+    METRIC_TOKENS_PROMPT,
+    METRIC_TOKENS_PROVIDER_CACHED,
     PARAM_CONDITIONS_NAME,
     PARAM_DATASET_NAME,
     PARAM_DATASET_SAMPLE_SEED,
@@ -271,7 +278,7 @@ def _source(item: RunEvidence) -> str:
 
 
 def _size(item: RunEvidence) -> str:
-    logged = item.metrics.get("n_questions")
+    logged = item.metrics.get(METRIC_N_QUESTIONS)
     return str(int(logged)) if logged is not None else item.run.dataset_n or "–"
 
 
@@ -294,10 +301,10 @@ def _count(metric: str) -> Callable[[RunEvidence], str]:
 
 def _cost(item: RunEvidence) -> str:
     """What the run's own requests cost at its ``model.pricing`` (a run without prices logs no ``cost_usd``)."""
-    logged = item.metrics.get("cost_usd")
+    logged = item.metrics.get(METRIC_COST_USD)
     if logged is not None:
         return f"${logged:,.4f}"
-    return "no model.pricing" if "tokens_prompt" in item.metrics else "–"
+    return "no model.pricing" if METRIC_TOKENS_PROMPT in item.metrics else "–"
 
 
 # (item key, row label, value, whether runs must agree on it to be directly comparable)
@@ -329,12 +336,12 @@ SETUP_ROWS: tuple[tuple[str, str, Callable[[RunEvidence], str], bool], ...] = (
     ("git_commit", "PRISM commit", lambda i: (i.run.git_commit or "–")
      + (" (uncommitted changes)" if i.run.git_dirty else ""), False),
     # What the run asked and what it cost (tokens_* and cost_usd, prism.run.usage): the backend's own counts.
-    ("tokens_asked", "tokens asked in this run", _token_pair("tokens_prompt", "tokens_completion"), False),
+    ("tokens_asked", "tokens asked in this run", _token_pair(METRIC_TOKENS_PROMPT, METRIC_TOKENS_COMPLETION), False),
     ("tokens_from_store", "tokens of cells the store served",
-     _token_pair("tokens_from_store_prompt", "tokens_from_store_completion"), False),
-    ("tokens_provider_cached", "prompt tokens the provider served from its cache",
-     _count("tokens_provider_cached"), False),
-    ("cost_usd", "cost of this run's requests (USD)", _cost, False),
+     _token_pair(METRIC_TOKENS_FROM_STORE_PROMPT, METRIC_TOKENS_FROM_STORE_COMPLETION), False),
+    (METRIC_TOKENS_PROVIDER_CACHED, "prompt tokens the provider served from its cache",
+     _count(METRIC_TOKENS_PROVIDER_CACHED), False),
+    (METRIC_COST_USD, "cost of this run's requests (USD)", _cost, False),
 )
 # Items shown as code (identifiers a reader copies).
 CODE_ITEMS = frozenset({"run_id", "model_digest", "question_set_sha256", "git_commit", "dataset_version"})

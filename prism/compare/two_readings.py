@@ -26,17 +26,31 @@ from typing import Any
 import pandas as pd
 
 from prism.formatting import missing
+from prism.run.names import (
+    METRIC_ACCURACY,
+    METRIC_CLOZE_ACCURACY,
+    METRIC_CLOZE_AGREEMENT,
+    METRIC_CLOZE_NORM_ACCURACY,
+    METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_MEAN_LABEL_MASS,
+    METRIC_MEAN_PROB_TV,
+    METRIC_N_CLOZE,
+    METRIC_N_LABEL_PROBS,
+    METRIC_READING_AGREEMENT,
+    condition_metric,
+)
 
 # The columns of the side-by-side table: (the measure's name in readings.csv and in MLflow, its heading),
 # the parsed reading's, then the label probabilities', then the cloze reading's.
-PARSED_MEASURES = (("accuracy", "parsed accuracy"),)
-LIKELIHOOD_MEASURES = (("likelihood_accuracy", "likelihood accuracy"), ("reading_agreement", "reading agreement"),
-                       ("mean_label_mass", "label mass"), ("mean_prob_tv", "TV from the baseline"))
-CLOZE_MEASURES = (("cloze_accuracy", "cloze acc"), ("cloze_norm_accuracy", "cloze acc_norm"),
-                  ("cloze_agreement", "cloze = parsed"))
+PARSED_MEASURES = ((METRIC_ACCURACY, "parsed accuracy"),)
+LIKELIHOOD_MEASURES = ((METRIC_LIKELIHOOD_ACCURACY, "likelihood accuracy"),
+                       (METRIC_READING_AGREEMENT, "reading agreement"), (METRIC_MEAN_LABEL_MASS, "label mass"),
+                       (METRIC_MEAN_PROB_TV, "TV from the baseline"))
+CLOZE_MEASURES = ((METRIC_CLOZE_ACCURACY, "cloze acc"), (METRIC_CLOZE_NORM_ACCURACY, "cloze acc_norm"),
+                  (METRIC_CLOZE_AGREEMENT, "cloze = parsed"))
 MEASURES = (*PARSED_MEASURES, *LIKELIHOOD_MEASURES, *CLOZE_MEASURES)
 # The measures that need an answer key.
-KEYED = ("accuracy", "likelihood_accuracy", "cloze_accuracy", "cloze_norm_accuracy")
+KEYED = (METRIC_ACCURACY, METRIC_LIKELIHOOD_ACCURACY, METRIC_CLOZE_ACCURACY, METRIC_CLOZE_NORM_ACCURACY)
 # How many parted cells a page lists (the CSV and the run's scored records have them all).
 TOP_PARTED = 12
 
@@ -137,23 +151,23 @@ def report_rows(readings: pd.DataFrame) -> list[ReadingRow]:
     rows = []
     for r in readings.to_dict("records"):
         values = {key: _float(r[key]) for key, _ in MEASURES}
-        no_key = int(r["n"]) > 0 and math.isnan(values["accuracy"])
+        no_key = int(r["n"]) > 0 and math.isnan(values[METRIC_ACCURACY])
         rows.append(ReadingRow(str(r["model"]), str(r["condition"]), values, no_key, int(r["n"]),
-                               int(r["n_label_probs"])))
+                               int(r[METRIC_N_LABEL_PROBS])))
     return rows
 
 
 def site_rows(label: str, run_id: str, conditions: Sequence[str], metrics: Mapping[str, float],
               no_key: bool) -> list[ReadingRow]:
     """A run's rows on the site: its logged ``<measure>/<condition>`` metrics (NaN where none was logged)."""
-    return [ReadingRow(label, condition, {key: float(metrics.get(f"{key}/{condition}", math.nan))
+    return [ReadingRow(label, condition, {key: float(metrics.get(condition_metric(key, condition), math.nan))
                                           for key, _ in MEASURES}, no_key, run_id=run_id)
             for condition in conditions]
 
 
 def has_two_readings(metrics: Mapping[str, float]) -> bool:
     """Whether a run logged a reading beside the parsed one (``generation.label_probs`` or ``generation.cloze``)."""
-    return "reading_agreement" in metrics or "n_label_probs" in metrics or "n_cloze" in metrics
+    return METRIC_READING_AGREEMENT in metrics or METRIC_N_LABEL_PROBS in metrics or METRIC_N_CLOZE in metrics
 
 
 def shown_measures(rows: Sequence[ReadingRow]) -> tuple[tuple[str, str], ...]:

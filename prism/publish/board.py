@@ -20,6 +20,23 @@ from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import COMPARABILITY, canonical_value
 from prism.publish.runs import Cell, cell_of
+from prism.run.names import (
+    CAUSAL_PREFIX,
+    CONSISTENCY_PREFIX,
+    METRIC_ACCURACY,
+    METRIC_ANSWER_RECOVERY,
+    METRIC_ANSWER_UNANIMOUS,
+    METRIC_INSTRUCTION_COMPLIANCE,
+    METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_MEAN_AGREEMENT,
+    METRIC_MEAN_LABEL_MASS,
+    METRIC_MEAN_PROB_TV,
+    METRIC_MEAN_PROMPT_SENSITIVITY,
+    METRIC_PROMPT_INVARIANT_INCORRECT,
+    METRIC_QUESTION_MAJORITY_ACCURACY,
+    METRIC_READING_AGREEMENT,
+    condition_metric,
+)
 from prism.stats import basics
 from prism.stats.basics import Estimate
 
@@ -42,27 +59,28 @@ class Metric:
 
 
 LEADERBOARD = (
-    Metric("accuracy", "accuracy", True),
-    Metric("question_majority_accuracy", "question-majority accuracy", True),
-    Metric("mean_agreement", "mean agreement", False),
-    Metric("mean_prompt_sensitivity", "prompt sensitivity", False, higher_is_better=False),
-    Metric("answer_unanimous_rate", "unanimity", False),
-    Metric("prompt_invariant_incorrect_rate", "prompt-invariant incorrectness", True, higher_is_better=False),
-    Metric("answer_recovery_rate", "recovery", False),
-    Metric("instruction_compliance_rate", "compliance", False),
+    Metric(METRIC_ACCURACY, METRIC_ACCURACY, True),
+    Metric(METRIC_QUESTION_MAJORITY_ACCURACY, "question-majority accuracy", True),
+    Metric(METRIC_MEAN_AGREEMENT, "mean agreement", False),
+    Metric(METRIC_MEAN_PROMPT_SENSITIVITY, "prompt sensitivity", False, higher_is_better=False),
+    Metric(METRIC_ANSWER_UNANIMOUS, "unanimity", False),
+    Metric(METRIC_PROMPT_INVARIANT_INCORRECT, "prompt-invariant incorrectness", True, higher_is_better=False),
+    Metric(METRIC_ANSWER_RECOVERY, "recovery", False),
+    Metric(METRIC_INSTRUCTION_COMPLIANCE, "compliance", False),
 )
 # The likelihood reading's metrics, shown only when a run recorded them (logged values, no interval).
 LIKELIHOOD = (
-    Metric("likelihood_accuracy", "likelihood accuracy", True),
-    Metric("reading_agreement", "reading agreement", False),
-    Metric("mean_label_mass", "label mass", False),
+    Metric(METRIC_LIKELIHOOD_ACCURACY, "likelihood accuracy", True),
+    Metric(METRIC_READING_AGREEMENT, "reading agreement", False),
+    Metric(METRIC_MEAN_LABEL_MASS, "label mass", False),
     Metric("likelihood_question_majority_accuracy", "likelihood question-majority accuracy", True),
     Metric("likelihood_mean_agreement", "likelihood mean agreement", False),
     Metric("likelihood_answer_unanimous_rate", "likelihood unanimity", False),
-    Metric("mean_prob_tv", "mean TV distance from the baseline", False, higher_is_better=False),
+    Metric(METRIC_MEAN_PROB_TV, "mean TV distance from the baseline", False, higher_is_better=False),
 )
 # Cell-level rates: the scored-record flag each one pools.
-_CELL_FLAGS = {"accuracy": "correct", "answer_recovery_rate": "recovered", "instruction_compliance_rate": "compliant"}
+_CELL_FLAGS = {METRIC_ACCURACY: "correct", METRIC_ANSWER_RECOVERY: "recovered",
+               METRIC_INSTRUCTION_COMPLIANCE: "compliant"}
 
 
 def intervals(item: RunEvidence, n_boot: int, seed: int) -> dict[str, Estimate]:
@@ -82,8 +100,9 @@ def intervals(item: RunEvidence, n_boot: int, seed: int) -> dict[str, Estimate]:
             agreement=("agreement", "mean"),
             unanimous=("unanimous", lambda v: v.astype(str).str.lower().eq("true").mean()))
         sensitivity = (1.0 - per_question["agreement"]).dropna()
-        found["mean_prompt_sensitivity"] = basics.pooled_rate(sensitivity, sensitivity.index, n_boot=n_boot, seed=seed)
-        found["answer_unanimous_rate"] = basics.pooled_rate(per_question["unanimous"], per_question.index,
+        found[METRIC_MEAN_PROMPT_SENSITIVITY] = basics.pooled_rate(sensitivity, sensitivity.index, n_boot=n_boot,
+                                                                   seed=seed)
+        found[METRIC_ANSWER_UNANIMOUS] = basics.pooled_rate(per_question["unanimous"], per_question.index,
                                                            n_boot=n_boot, seed=seed)
     return found
 
@@ -149,9 +168,9 @@ def reading_numbers(row: Row) -> ModelNumbers:
         value = row.values[key]
         return Estimate(value.value, value.low, value.high) if not math.isnan(value.value) else Estimate.undefined()
 
-    return ModelNumbers(row.item.run.label, estimate("question_majority_accuracy"), estimate("mean_agreement"),
-                        estimate("prompt_invariant_incorrect_rate"),
-                        row.item.metrics.get("answer_recovery_rate", math.nan), no_key=has_no_key(row.item))
+    return ModelNumbers(row.item.run.label, estimate(METRIC_QUESTION_MAJORITY_ACCURACY),
+                        estimate(METRIC_MEAN_AGREEMENT), estimate(METRIC_PROMPT_INVARIANT_INCORRECT),
+                        row.item.metrics.get(METRIC_ANSWER_RECOVERY, math.nan), no_key=has_no_key(row.item))
 
 
 @dataclass(frozen=True)
@@ -307,7 +326,7 @@ def panels(items: Sequence[RunEvidence]) -> list[Panel]:
         for item in sorted(members, key=lambda i: (cell_of(i.run).dataset, cell_of(i.run).conditions)):
             cell: Cell = cell_of(item.run)
             values = {name.split("/")[1]: v for name, v in item.metrics.items()
-                      if name.startswith("consistency/") and name.count("/") == 1}
+                      if name.startswith(CONSISTENCY_PREFIX) and name.count("/") == 1}
             families += [f for f in values if f not in families]
             label = cell.dataset if datasets[cell.dataset] == 1 else f"{cell.dataset} · {cell.conditions}"
             rows.append((label, item.run.run_id, values))
@@ -327,15 +346,16 @@ def per_condition(item: RunEvidence) -> list[dict[str, float | str]]:
     """Per condition of the run: its role, its logged rates and its consistency with the baseline."""
     rows: list[dict[str, float | str]] = []
     variants = {name.split("/")[2]: (name.split("/")[1], v) for name, v in item.metrics.items()
-                if name.startswith("consistency/") and name.count("/") == 2}
+                if name.startswith(CONSISTENCY_PREFIX) and name.count("/") == 2}
     for condition in item.run.conditions:
         family, consistency = variants.get(condition, ("", math.nan))
         # A run logs causal/<condition> only for a condition whose step moved the key (prism.results.roles).
-        role = "causal" if f"causal/{condition}" in item.metrics else "invariant"
+        role = "causal" if CAUSAL_PREFIX + condition in item.metrics else "invariant"
         row: dict[str, float | str] = {"condition": condition, "family": family, "consistency": consistency,
                                        "role": role}
-        for name in ("accuracy", "answer_recovery_rate", "instruction_compliance_rate", "likelihood_accuracy"):
-            row[name] = item.metrics.get(f"{name}/{condition}", math.nan)
+        for name in (METRIC_ACCURACY, METRIC_ANSWER_RECOVERY, METRIC_INSTRUCTION_COMPLIANCE,
+                     METRIC_LIKELIHOOD_ACCURACY):
+            row[name] = item.metrics.get(condition_metric(name, condition), math.nan)
         rows.append(row)
     return rows
 

@@ -26,6 +26,7 @@ from prism.publish.comparisons import ComparisonEvidence, comparison_heading
 from prism.publish.config import PublishConfig
 from prism.publish.runs import cell_of
 from prism.publish.trace import Trace
+from prism.run.names import METRIC_N_CLOZE, METRIC_N_LABEL_PROBS, METRIC_READING_AGREEMENT
 
 log = logging.getLogger(__name__)
 
@@ -236,8 +237,8 @@ def two_readings_section(item: RunEvidence) -> dict[str, Any] | None:
             "measures": two_readings.shown_measures(rows), "keyed": two_readings.KEYED,
             "baseline": run.baseline or "the baseline",
             "whole_in": "the run's results/scored.jsonl", "readable": scored is not None and not scored.empty,
-            "label_probs": "n_label_probs" in item.metrics or "reading_agreement" in item.metrics,
-            "cloze": "n_cloze" in item.metrics, "cloze_cells": two_readings.cloze_parted(cloze, item.questions),
+            "label_probs": METRIC_N_LABEL_PROBS in item.metrics or METRIC_READING_AGREEMENT in item.metrics,
+            "cloze": METRIC_N_CLOZE in item.metrics, "cloze_cells": two_readings.cloze_parted(cloze, item.questions),
             "cloze_total": len(cloze), "cloze_whole_in": "the run's results/scored.jsonl"}
 
 

@@ -15,6 +15,14 @@ from typing import Any
 
 import pandas as pd
 
+from prism.run.names import (
+    METRIC_CLOZE_ACCURACY,
+    METRIC_CLOZE_AGREEMENT,
+    METRIC_CLOZE_NORM_ACCURACY,
+    METRIC_N_CLOZE,
+    condition_metric,
+)
+
 #: What each row keeps of a scored record.
 COLUMNS: tuple[str, ...] = ("question_id", "condition", "repetition", "answer", "correct_answer", "cloze_answer",
                             "cloze_norm_answer", "cloze_source")
@@ -32,10 +40,10 @@ def _rates(frame: pd.DataFrame) -> dict[str, float]:
     both = frame[frame["answer"].notna()]
     out: dict[str, float] = {}
     if len(keyed):
-        out["cloze_accuracy"] = float((keyed["cloze_answer"] == keyed["correct_answer"]).mean())
-        out["cloze_norm_accuracy"] = float((keyed["cloze_norm_answer"] == keyed["correct_answer"]).mean())
+        out[METRIC_CLOZE_ACCURACY] = float((keyed["cloze_answer"] == keyed["correct_answer"]).mean())
+        out[METRIC_CLOZE_NORM_ACCURACY] = float((keyed["cloze_norm_answer"] == keyed["correct_answer"]).mean())
     if len(both):
-        out["cloze_agreement"] = float((both["cloze_answer"] == both["answer"]).mean())
+        out[METRIC_CLOZE_AGREEMENT] = float((both["cloze_answer"] == both["answer"]).mean())
     return out
 
 
@@ -48,8 +56,9 @@ def cloze_metrics(frame: pd.DataFrame, conditions: Sequence[str]) -> dict[str, f
     """Run-level and per-condition (``<metric>/<condition>``) measures, and ``n_cloze`` (cells with a reading)."""
     metrics = _rates(frame)
     for name in conditions:
-        metrics.update({f"{key}/{name}": value for key, value in _rates(frame[frame["condition"] == name]).items()})
-    metrics["n_cloze"] = float(len(frame))
+        rates = _rates(frame[frame["condition"] == name])
+        metrics.update({condition_metric(key, name): value for key, value in rates.items()})
+    metrics[METRIC_N_CLOZE] = float(len(frame))
     return metrics
 
 
@@ -60,6 +69,7 @@ def cloze_condition_table(frame: pd.DataFrame, conditions: Sequence[str]) -> pd.
         part = frame[frame["condition"] == name]
         rates = _rates(part)
         rows.append({"condition": name, "n_cells": len(part),
-                     **{key: rates.get(key) for key in ("cloze_accuracy", "cloze_norm_accuracy", "cloze_agreement")}})
-    return pd.DataFrame(rows, columns=["condition", "n_cells", "cloze_accuracy", "cloze_norm_accuracy",
-                                       "cloze_agreement"])
+                     **{key: rates.get(key) for key in (METRIC_CLOZE_ACCURACY, METRIC_CLOZE_NORM_ACCURACY,
+                                                        METRIC_CLOZE_AGREEMENT)}})
+    return pd.DataFrame(rows, columns=["condition", "n_cells", METRIC_CLOZE_ACCURACY, METRIC_CLOZE_NORM_ACCURACY,
+                                       METRIC_CLOZE_AGREEMENT])

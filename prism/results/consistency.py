@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from prism.run.names import CONSISTENCY_PREFIX
+
 QUESTION_COLUMNS = ("question_id", "family", "n_compared", "n_consistent", "consistency")
 SUMMARY_COLUMNS = ("family", "variant", "n_questions", "n_compared", "n_consistent", "consistency")
 _KEY = ["question_id", "repetition"]
@@ -119,5 +121,5 @@ def consistency_metrics(summary: pd.DataFrame) -> dict[str, float]:
     """
     metrics: dict[str, float] = {}
     for family, variant, value in zip(summary["family"], summary["variant"], summary["consistency"], strict=True):
-        metrics[f"consistency/{family}" + (f"/{variant}" if variant else "")] = float(value)
+        metrics[CONSISTENCY_PREFIX + family + (f"/{variant}" if variant else "")] = float(value)
     return metrics

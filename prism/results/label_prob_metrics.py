@@ -15,13 +15,25 @@ import numpy as np
 import pandas as pd
 
 from prism.results.metrics import question_summary, question_table
+from prism.run.names import (
+    LIKELIHOOD_QUESTION_METRICS,
+    LIKELIHOOD_RATE_METRICS,
+    METRIC_ACCURACY,
+    METRIC_LABEL_PROBS_MISSING,
+    METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_MEAN_LABEL_MASS,
+    METRIC_MEAN_PROB_TV,
+    METRIC_N_LABEL_PROBS,
+    METRIC_READING_AGREEMENT,
+    condition_metric,
+)
 
 # Per run and per condition (``<name>/<condition>``), in logging order.
-RATE_NAMES: tuple[str, ...] = ("likelihood_accuracy", "reading_agreement", "mean_label_mass")
-QUESTION_NAMES: tuple[str, ...] = ("likelihood_question_majority_accuracy", "likelihood_mean_agreement",
-                                   "likelihood_answer_unanimous_rate")
-CONDITION_COLUMNS: tuple[str, ...] = ("condition", "n_observed", "n_label_probs", "accuracy", "likelihood_accuracy",
-                                      "reading_agreement", "mean_label_mass", "mean_prob_tv")
+RATE_NAMES: tuple[str, ...] = LIKELIHOOD_RATE_METRICS
+QUESTION_NAMES: tuple[str, ...] = LIKELIHOOD_QUESTION_METRICS
+CONDITION_COLUMNS: tuple[str, ...] = ("condition", "n_observed", METRIC_N_LABEL_PROBS, METRIC_ACCURACY,
+                                      METRIC_LIKELIHOOD_ACCURACY, METRIC_READING_AGREEMENT, METRIC_MEAN_LABEL_MASS,
+                                      METRIC_MEAN_PROB_TV)
 BIAS_COLUMNS: tuple[str, ...] = ("kind", "condition", "position", "label", "mean_prob", "likelihood_rate",
                                  "parsed_rate", "correct_rate", "n_cells")
 
@@ -44,9 +56,9 @@ def _rates(rows: pd.DataFrame) -> dict[str, float]:
     mass = pd.to_numeric(rows["label_mass"], errors="coerce").dropna()
     return {
         # Items without an answer key have no likelihood_correct and get no accuracy.
-        "likelihood_accuracy": _mean(with_probs["likelihood_correct"].dropna().astype(float)),
-        "reading_agreement": _mean((both["answer"] == both["likelihood_answer"]).astype(float)),
-        "mean_label_mass": _mean(mass),
+        METRIC_LIKELIHOOD_ACCURACY: _mean(with_probs["likelihood_correct"].dropna().astype(float)),
+        METRIC_READING_AGREEMENT: _mean((both["answer"] == both["likelihood_answer"]).astype(float)),
+        METRIC_MEAN_LABEL_MASS: _mean(mass),
     }
 
 
@@ -97,9 +109,9 @@ def likelihood_condition_table(scored: pd.DataFrame, conditions: Sequence[str], 
         own = frame[frame["condition"] == condition]
         rates = _rates(own)
         tvs = tv.loc[tv["condition"] == condition, "prob_tv"]
-        rows.append({"condition": condition, "n_observed": len(own), "n_label_probs": int(own["has_probs"].sum()),
-                     "accuracy": _mean(own["correct"].astype(float)), **rates,
-                     "mean_prob_tv": float("nan") if condition == baseline else _mean(tvs)})
+        rows.append({"condition": condition, "n_observed": len(own), METRIC_N_LABEL_PROBS: int(own["has_probs"].sum()),
+                     METRIC_ACCURACY: _mean(own["correct"].astype(float)), **rates,
+                     METRIC_MEAN_PROB_TV: float("nan") if condition == baseline else _mean(tvs)})
     return pd.DataFrame(rows, columns=list(CONDITION_COLUMNS))
 
 
@@ -129,7 +141,7 @@ def likelihood_metrics(scored: pd.DataFrame, conditions: Sequence[str], question
     metrics = _rates(frame)
     for name in RATE_NAMES:
         for condition in conditions:
-            metrics[f"{name}/{condition}"] = _rates(frame[frame["condition"] == condition])[name]
+            metrics[condition_metric(name, condition)] = _rates(frame[frame["condition"] == condition])[name]
     proxy = pd.DataFrame({
         "question_id": frame["question_id"], "condition": frame["condition"], "repetition": frame["repetition"],
         "answer": frame["likelihood_answer"].where(frame["has_probs"], None), "recovered": frame["has_probs"],
@@ -145,12 +157,12 @@ def likelihood_metrics(scored: pd.DataFrame, conditions: Sequence[str], question
     metrics["likelihood_mean_agreement"] = float(per_question["agreement"].mean()) if n else float("nan")
     metrics["likelihood_answer_unanimous_rate"] = float(per_question["unanimous_rate"].sum()) / n if n else float("nan")
     tv = prob_tv_table(scored, baseline)
-    metrics["mean_prob_tv"] = _mean(tv["prob_tv"])
+    metrics[METRIC_MEAN_PROB_TV] = _mean(tv["prob_tv"])
     for condition in conditions:
         if condition != baseline:
             metrics[f"mean_prob_tv/{condition}"] = _mean(tv.loc[tv["condition"] == condition, "prob_tv"])
-    metrics["n_label_probs"] = float(frame["has_probs"].sum())
-    metrics["label_probs_missing"] = float((~frame["has_probs"]).sum())
+    metrics[METRIC_N_LABEL_PROBS] = float(frame["has_probs"].sum())
+    metrics[METRIC_LABEL_PROBS_MISSING] = float((~frame["has_probs"]).sum())
     return metrics
 
 

@@ -24,6 +24,25 @@ import numpy as np
 import pandas as pd
 
 from prism.records import CELL_COLUMNS
+from prism.run.names import (
+    METRIC_ACCURACY,
+    METRIC_ANSWER_RECOVERY,
+    METRIC_ANSWER_UNANIMOUS,
+    METRIC_COMPLETE_QUESTIONS,
+    METRIC_CONDITIONAL_ACCURACY,
+    METRIC_INSTRUCTION_COMPLIANCE,
+    METRIC_MEAN_AGREEMENT,
+    METRIC_MEAN_PROMPT_SENSITIVITY,
+    METRIC_N_QUESTIONS,
+    METRIC_N_RESPONSES,
+    METRIC_PROMPT_INVARIANT_INCORRECT,
+    METRIC_QUESTION_MAJORITY_ACCURACY,
+    METRIC_UNKNOWN_RATE,
+    PARSE_METHOD_PREFIX,
+    QUESTION_METRICS,
+    RATE_METRICS,
+    condition_metric,
+)
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "question_id",
@@ -38,30 +57,15 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 )
 
 # Rates reported overall and per condition (as ``<rate>/<condition>``), in logging order.
-RATE_NAMES: tuple[str, ...] = (
-    "accuracy",
-    "conditional_accuracy",
-    "answer_recovery_rate",
-    "unknown_rate",
-    "instruction_compliance_rate",
-)
+RATE_NAMES: tuple[str, ...] = RATE_METRICS
 
 # The keys of summary_metrics() besides the rates, in logging order.
-QUESTION_METRIC_NAMES: tuple[str, ...] = (
-    "question_majority_accuracy",
-    "mean_agreement",
-    "mean_prompt_sensitivity",
-    "answer_unanimous_rate",
-    "prompt_invariant_incorrect_rate",
-    "complete_questions",
-    "n_questions",
-    "n_responses",
-)
+QUESTION_METRIC_NAMES: tuple[str, ...] = QUESTION_METRICS
 
 # Metrics that need an answer key: a run on items without one (survey items, ``correct_answer`` null)
 # leaves them out of summary_metrics() altogether rather than logging a number that means nothing.
-KEYED_RATES: tuple[str, ...] = ("accuracy", "conditional_accuracy")
-KEYED_QUESTION_METRICS: tuple[str, ...] = ("question_majority_accuracy", "prompt_invariant_incorrect_rate")
+KEYED_RATES: tuple[str, ...] = (METRIC_ACCURACY, METRIC_CONDITIONAL_ACCURACY)
+KEYED_QUESTION_METRICS: tuple[str, ...] = (METRIC_QUESTION_MAJORITY_ACCURACY, METRIC_PROMPT_INVARIANT_INCORRECT)
 NO_KEY = "n/a (no answer key)"
 
 _CELL = list(CELL_COLUMNS)
@@ -294,23 +298,23 @@ def summary_metrics(
         metrics[name] = float(overall[name].iloc[0])
     for name in RATE_NAMES:
         for condition, value in zip(conditions_df["condition"], conditions_df[name], strict=True):
-            metrics[f"{name}/{condition}"] = float(value)
+            metrics[condition_metric(name, condition)] = float(value)
 
     n_questions = len(per_question)
     # Question-level rates divide by the whole frozen set, not by the questions that got answers.
     mean_agreement = float(per_question["agreement"].mean()) if n_questions else float("nan")
-    metrics["question_majority_accuracy"] = _fraction(
+    metrics[METRIC_QUESTION_MAJORITY_ACCURACY] = _fraction(
         per_question["majority_correct_rate"].sum(), n_questions
     )
-    metrics["mean_agreement"] = mean_agreement
-    metrics["mean_prompt_sensitivity"] = 1.0 - mean_agreement
-    metrics["answer_unanimous_rate"] = _fraction(per_question["unanimous_rate"].sum(), n_questions)
-    metrics["prompt_invariant_incorrect_rate"] = _fraction(
+    metrics[METRIC_MEAN_AGREEMENT] = mean_agreement
+    metrics[METRIC_MEAN_PROMPT_SENSITIVITY] = 1.0 - mean_agreement
+    metrics[METRIC_ANSWER_UNANIMOUS] = _fraction(per_question["unanimous_rate"].sum(), n_questions)
+    metrics[METRIC_PROMPT_INVARIANT_INCORRECT] = _fraction(
         per_question["invariant_incorrect_rate"].sum(), n_questions
     )
-    metrics["complete_questions"] = float(per_question["complete"].sum())
-    metrics["n_questions"] = float(n_questions)
-    metrics["n_responses"] = float(conditions_df["n_observed"].sum())
+    metrics[METRIC_COMPLETE_QUESTIONS] = float(per_question["complete"].sum())
+    metrics[METRIC_N_QUESTIONS] = float(n_questions)
+    metrics[METRIC_N_RESPONSES] = float(conditions_df["n_observed"].sum())
     if not keyed:
         metrics = {name: value for name, value in metrics.items() if not needs_key(name)}
     return metrics
@@ -329,7 +333,7 @@ def parse_method_shares(scored: pd.DataFrame, methods: Sequence[str]) -> dict[st
     """
     observed = scored.loc[scored["error"].isna(), "method"] if len(scored) else pd.Series(dtype=str)
     counts = observed.value_counts()
-    return {f"parse_method/{method}": _fraction(float(counts.get(method, 0)), len(observed)) for method in methods}
+    return {PARSE_METHOD_PREFIX + method: _fraction(float(counts.get(method, 0)), len(observed)) for method in methods}
 def needs_key(metric: str) -> bool:
     """Whether a summary metric (``accuracy``, ``accuracy/P0``...) is only defined for items with a key."""
     return metric.split("/")[0] in (*KEYED_RATES, *KEYED_QUESTION_METRICS)
@@ -357,11 +361,11 @@ def has_answer_key(scored: pd.DataFrame) -> bool:
 def _add_rates(counts: pd.DataFrame) -> pd.DataFrame:
     """Return ``counts`` with the RATE_NAMES columns computed from its count columns."""
     table = counts.copy()
-    table["accuracy"] = _ratio(counts["n_correct"], counts["n_observed"])
-    table["conditional_accuracy"] = _ratio(counts["n_correct"], counts["n_recovered"])
-    table["answer_recovery_rate"] = _ratio(counts["n_recovered"], counts["n_observed"])
-    table["unknown_rate"] = 1.0 - table["answer_recovery_rate"]
-    table["instruction_compliance_rate"] = _ratio(counts["n_compliant"], counts["n_observed"])
+    table[METRIC_ACCURACY] = _ratio(counts["n_correct"], counts["n_observed"])
+    table[METRIC_CONDITIONAL_ACCURACY] = _ratio(counts["n_correct"], counts["n_recovered"])
+    table[METRIC_ANSWER_RECOVERY] = _ratio(counts["n_recovered"], counts["n_observed"])
+    table[METRIC_UNKNOWN_RATE] = 1.0 - table[METRIC_ANSWER_RECOVERY]
+    table[METRIC_INSTRUCTION_COMPLIANCE] = _ratio(counts["n_compliant"], counts["n_observed"])
     return table
 
 

@@ -35,6 +35,38 @@ from prism.results.metrics import (
 )
 from prism.results.roles import CAUSAL, invariant_conditions, role_table
 from prism.results.scoring import score_record
+from prism.run.names import (
+    CAUSAL_PREFIX,
+    CONSISTENCY_PREFIX,
+    METRIC_ACCURACY,
+    METRIC_ANSWER_RECOVERY,
+    METRIC_ANSWER_UNANIMOUS,
+    METRIC_CLOZE_ACCURACY,
+    METRIC_CLOZE_AGREEMENT,
+    METRIC_CLOZE_NORM_ACCURACY,
+    METRIC_COMPLETE_QUESTIONS,
+    METRIC_COST_USD,
+    METRIC_INSTRUCTION_COMPLIANCE,
+    METRIC_LABEL_PROBS_MISSING,
+    METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_MEAN_AGREEMENT,
+    METRIC_MEAN_LABEL_MASS,
+    METRIC_MEAN_PROB_TV,
+    METRIC_MEAN_PROMPT_SENSITIVITY,
+    METRIC_N_CLOZE,
+    METRIC_N_QUESTIONS,
+    METRIC_N_RESPONSES,
+    METRIC_PROMPT_INVARIANT_INCORRECT,
+    METRIC_QUESTION_MAJORITY_ACCURACY,
+    METRIC_READING_AGREEMENT,
+    METRIC_TOKENS_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_PROMPT,
+    METRIC_TOKENS_PROMPT,
+    METRIC_TOKENS_PROVIDER_CACHED,
+    PARSE_METHOD_PREFIX,
+    condition_metric,
+)
 from prism.types import Prompt
 
 
@@ -163,7 +195,7 @@ def write_results(out: Path, scored: Iterable[ScoredRecord], frozen: FrozenSet, 
         cloze_condition_table(cloze, names).to_csv(results / "cloze.csv", index=False)
         metrics.update(cloze_metrics(cloze, names))
     # Only a run with causal conditions logs these, so every other run keeps exactly the metrics it had.
-    metrics.update({f"causal/{name}": float(count) for name, role, count in
+    metrics.update({CAUSAL_PREFIX + name: float(count) for name, role, count in
                     zip(roles["condition"], roles["role"], roles["moved_questions"], strict=True) if role == CAUSAL})
     return metrics
 
@@ -226,19 +258,19 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
     """The terminal summary: a per-condition table, then the question-level metrics."""
     width = max([10, *(len(name) for name in conditions)])  # perturbation variants have long names
     lines = [f"{'condition':<{width}} {'accuracy':>9} {'recovered':>10} {'compliant':>10}"]
-    if "accuracy" not in metrics:
+    if METRIC_ACCURACY not in metrics:
         lines[0] += f"   (accuracy: {NO_KEY})"
     for name in conditions:
         lines.append(
-            f"{name:<{width}} {_cell(metrics.get(f'accuracy/{name}')):>9} "
-            f"{_pct(metrics[f'answer_recovery_rate/{name}']):>10} "
-            f"{_pct(metrics[f'instruction_compliance_rate/{name}']):>10}"
+            f"{name:<{width}} {_cell(metrics.get(condition_metric(METRIC_ACCURACY, name))):>9} "
+            f"{_pct(metrics[condition_metric(METRIC_ANSWER_RECOVERY, name)]):>10} "
+            f"{_pct(metrics[condition_metric(METRIC_INSTRUCTION_COMPLIANCE, name)]):>10}"
         )
     lines.append(
-        f"{'all':<{width}} {_cell(metrics.get('accuracy')):>9} {_pct(metrics['answer_recovery_rate']):>10} "
-        f"{_pct(metrics['instruction_compliance_rate']):>10}"
+        f"{'all':<{width}} {_cell(metrics.get(METRIC_ACCURACY)):>9} {_pct(metrics[METRIC_ANSWER_RECOVERY]):>10} "
+        f"{_pct(metrics[METRIC_INSTRUCTION_COMPLIANCE]):>10}"
     )
-    causal = [name for name in conditions if f"causal/{name}" in metrics]
+    causal = [name for name in conditions if CAUSAL_PREFIX + name in metrics]
     lines += [""]
     if causal:  # question-level metrics compare answers that share one key: the invariant conditions only
         invariant = [name for name in conditions if name not in causal]
@@ -248,39 +280,40 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
                   + (" (one condition: agreement across it is complete by construction)" if len(invariant) == 1
                      else "")]
     lines += [
-        f"questions: {int(metrics['n_questions'])} frozen, {int(metrics['complete_questions'])} complete; "
-        f"responses observed: {int(metrics['n_responses'])}",
-        f"question majority accuracy:        {_pct(metrics.get('question_majority_accuracy'))}",
-        f"mean agreement across conditions:  {_pct(metrics['mean_agreement'])}",
-        f"mean prompt sensitivity:           {_pct(metrics['mean_prompt_sensitivity'])}",
-        f"answer unanimous across conditions:{_pct(metrics['answer_unanimous_rate'])}",
-        f"prompt-invariant incorrect:        {_pct(metrics.get('prompt_invariant_incorrect_rate'))}",
+        f"questions: {int(metrics[METRIC_N_QUESTIONS])} frozen, {int(metrics[METRIC_COMPLETE_QUESTIONS])} complete; "
+        f"responses observed: {int(metrics[METRIC_N_RESPONSES])}",
+        f"question majority accuracy:        {_pct(metrics.get(METRIC_QUESTION_MAJORITY_ACCURACY))}",
+        f"mean agreement across conditions:  {_pct(metrics[METRIC_MEAN_AGREEMENT])}",
+        f"mean prompt sensitivity:           {_pct(metrics[METRIC_MEAN_PROMPT_SENSITIVITY])}",
+        f"answer unanimous across conditions:{_pct(metrics[METRIC_ANSWER_UNANIMOUS])}",
+        f"prompt-invariant incorrect:        {_pct(metrics.get(METRIC_PROMPT_INVARIANT_INCORRECT))}",
     ]
     methods = sorted(((name.split("/", 1)[1], value) for name, value in metrics.items()
-                      if name.startswith("parse_method/") and value > 0), key=lambda item: -item[1])
+                      if name.startswith(PARSE_METHOD_PREFIX) and value > 0), key=lambda item: -item[1])
     if methods:
         lines += ["", "how the parser read the responses: " + ", ".join(f"{m} {_pct(v).strip()}" for m, v in methods)]
-    if "likelihood_accuracy" in metrics:  # generation.label_probs=true: the second reading, per condition
+    if METRIC_LIKELIHOOD_ACCURACY in metrics:  # generation.label_probs=true: the second reading, per condition
         lines += ["", "label probabilities (the first token's likeliest option beside the parsed answer):",
                   f"{'condition':<{width}} {'parsed':>9} {'likelihood':>11} {'agree':>7} {'mass':>7}"]
         for name in [*conditions, "all"]:
             suffix = "" if name == "all" else f"/{name}"
-            lines.append(f"{name:<{width}} {_pct(metrics[f'accuracy{suffix}']):>9} "
-                         f"{_pct(metrics[f'likelihood_accuracy{suffix}']):>11} "
-                         f"{_pct(metrics[f'reading_agreement{suffix}']):>7} "
-                         f"{_pct(metrics[f'mean_label_mass{suffix}']):>7}")
-        lines.append(f"mean TV distance to the baseline's option distribution:{_pct(metrics['mean_prob_tv'])}; "
-                     f"cells without label probabilities: {int(metrics['label_probs_missing'])}")
-    if "n_cloze" in metrics:  # generation.cloze=true: the third reading, per condition
+            lines.append(f"{name:<{width}} {_pct(metrics[METRIC_ACCURACY + suffix]):>9} "
+                         f"{_pct(metrics[METRIC_LIKELIHOOD_ACCURACY + suffix]):>11} "
+                         f"{_pct(metrics[METRIC_READING_AGREEMENT + suffix]):>7} "
+                         f"{_pct(metrics[METRIC_MEAN_LABEL_MASS + suffix]):>7}")
+        lines.append(f"mean TV distance to the baseline's option distribution:{_pct(metrics[METRIC_MEAN_PROB_TV])}; "
+                     f"cells without label probabilities: {int(metrics[METRIC_LABEL_PROBS_MISSING])}")
+    if METRIC_N_CLOZE in metrics:  # generation.cloze=true: the third reading, per condition
         lines += ["", "cloze reading (each option's continuation log-likelihood, as lm-evaluation-harness scores it):",
                   f"{'condition':<{width}} {'parsed':>9} {'acc':>7} {'acc_norm':>9} {'agree':>7}"]
         for name in [*conditions, "all"]:
             suffix = "" if name == "all" else f"/{name}"
-            lines.append(f"{name:<{width}} {_cell(metrics.get(f'accuracy{suffix}')):>9} "
-                         f"{_cell(metrics.get(f'cloze_accuracy{suffix}')):>7} "
-                         f"{_cell(metrics.get(f'cloze_norm_accuracy{suffix}')):>9} "
-                         f"{_cell(metrics.get(f'cloze_agreement{suffix}')):>7}")
-    consistency = [(name.split("/")[1:], value) for name, value in metrics.items() if name.startswith("consistency/")]
+            lines.append(f"{name:<{width}} {_cell(metrics.get(METRIC_ACCURACY + suffix)):>9} "
+                         f"{_cell(metrics.get(METRIC_CLOZE_ACCURACY + suffix)):>7} "
+                         f"{_cell(metrics.get(METRIC_CLOZE_NORM_ACCURACY + suffix)):>9} "
+                         f"{_cell(metrics.get(METRIC_CLOZE_AGREEMENT + suffix)):>7}")
+    consistency = [(name.split("/")[1:], value) for name, value in metrics.items()
+                   if name.startswith(CONSISTENCY_PREFIX)]
     if consistency:
         lines += ["", "consistency with the baseline (same canonical answer; UNKNOWN is an answer of its own):"]
         lines += [f"  {parts[0]:<14} {_pct(value)}" if len(parts) == 1 else f"    {parts[1]:<16} {_pct(value)}"
@@ -294,14 +327,14 @@ def format_summary(metrics: Mapping[str, float], conditions: Sequence[str]) -> s
 
 def format_usage(metrics: Mapping[str, float]) -> list[str]:
     """The summary's token and cost lines (``prism.run.usage``), or none for metrics without them."""
-    if "tokens_prompt" not in metrics:
+    if METRIC_TOKENS_PROMPT not in metrics:
         return []
-    lines = ["", f"tokens asked in this run: {int(metrics['tokens_prompt'])} prompt, "
-                 f"{int(metrics['tokens_completion'])} completion"
-                 + (f" ({int(metrics['tokens_provider_cached'])} prompt tokens from the provider's cache)"
-                    if "tokens_provider_cached" in metrics else ""),
-             f"tokens of cells from the store: {int(metrics['tokens_from_store_prompt'])} prompt, "
-             f"{int(metrics['tokens_from_store_completion'])} completion"]
-    if "cost_usd" in metrics:
-        lines.append(f"cost of this run at model.pricing: ${metrics['cost_usd']:.4f}")
+    lines = ["", f"tokens asked in this run: {int(metrics[METRIC_TOKENS_PROMPT])} prompt, "
+                 f"{int(metrics[METRIC_TOKENS_COMPLETION])} completion"
+                 + (f" ({int(metrics[METRIC_TOKENS_PROVIDER_CACHED])} prompt tokens from the provider's cache)"
+                    if METRIC_TOKENS_PROVIDER_CACHED in metrics else ""),
+             f"tokens of cells from the store: {int(metrics[METRIC_TOKENS_FROM_STORE_PROMPT])} prompt, "
+             f"{int(metrics[METRIC_TOKENS_FROM_STORE_COMPLETION])} completion"]
+    if METRIC_COST_USD in metrics:
+        lines.append(f"cost of this run at model.pricing: ${metrics[METRIC_COST_USD]:.4f}")
     return lines

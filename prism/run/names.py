@@ -2,7 +2,9 @@
 
 The run path writes tags, params and artifacts under these names (docs/reference/mlflow.md lists them);
 compare, publish and reproduce read a run back as a :class:`LoggedRun` instead of spelling a tag or a param
-key themselves. Metric names are built by :mod:`prism.results.metric_columns` and compare's headline.
+key themselves. The metrics a run logs are named here too: :mod:`prism.results` writes them under these
+names and compare and publish read them back by them (a per-condition metric is ``<metric>/<condition>``,
+:func:`condition_metric`).
 No module here imports ``mlflow``: a :class:`LoggedRun` is built from an ``mlflow.entities.Run`` a caller
 already holds.
 """
@@ -116,6 +118,63 @@ PARAM_EMBEDDING_PACKAGE = "embedding.weights_package"
 PARAM_EMBEDDING_SHA256 = "embedding.weights_sha256"
 PARAM_EMBEDDING_RUNTIME = "embedding.runtime"
 PARAM_EMBEDDING_CACHE = "embedding.cache"
+
+# ---- Metrics ---------------------------------------------------------------------------------------------
+# The rates a run logs overall and per condition (prism.results.metrics), in logging order.
+METRIC_ACCURACY = "accuracy"
+METRIC_CONDITIONAL_ACCURACY = "conditional_accuracy"
+METRIC_ANSWER_RECOVERY = "answer_recovery_rate"
+METRIC_UNKNOWN_RATE = "unknown_rate"
+METRIC_INSTRUCTION_COMPLIANCE = "instruction_compliance_rate"
+RATE_METRICS = (METRIC_ACCURACY, METRIC_CONDITIONAL_ACCURACY, METRIC_ANSWER_RECOVERY, METRIC_UNKNOWN_RATE,
+                METRIC_INSTRUCTION_COMPLIANCE)
+# The question-level summaries (prism.results.metrics.summary_metrics), in logging order.
+METRIC_QUESTION_MAJORITY_ACCURACY = "question_majority_accuracy"
+METRIC_MEAN_AGREEMENT = "mean_agreement"
+METRIC_MEAN_PROMPT_SENSITIVITY = "mean_prompt_sensitivity"
+METRIC_ANSWER_UNANIMOUS = "answer_unanimous_rate"
+METRIC_PROMPT_INVARIANT_INCORRECT = "prompt_invariant_incorrect_rate"
+METRIC_COMPLETE_QUESTIONS = "complete_questions"
+METRIC_N_QUESTIONS = "n_questions"
+METRIC_N_RESPONSES = "n_responses"
+QUESTION_METRICS = (METRIC_QUESTION_MAJORITY_ACCURACY, METRIC_MEAN_AGREEMENT, METRIC_MEAN_PROMPT_SENSITIVITY,
+                    METRIC_ANSWER_UNANIMOUS, METRIC_PROMPT_INVARIANT_INCORRECT, METRIC_COMPLETE_QUESTIONS,
+                    METRIC_N_QUESTIONS, METRIC_N_RESPONSES)
+# The likelihood reading's (generation.label_probs=true; prism.results.label_prob_metrics): rates overall and per
+# condition, question-level summaries, and how many cells had probabilities.
+METRIC_LIKELIHOOD_ACCURACY = "likelihood_accuracy"
+METRIC_READING_AGREEMENT = "reading_agreement"
+METRIC_MEAN_LABEL_MASS = "mean_label_mass"
+LIKELIHOOD_RATE_METRICS = (METRIC_LIKELIHOOD_ACCURACY, METRIC_READING_AGREEMENT, METRIC_MEAN_LABEL_MASS)
+LIKELIHOOD_QUESTION_METRICS = ("likelihood_question_majority_accuracy", "likelihood_mean_agreement",
+                               "likelihood_answer_unanimous_rate")
+METRIC_MEAN_PROB_TV = "mean_prob_tv"
+METRIC_N_LABEL_PROBS = "n_label_probs"
+METRIC_LABEL_PROBS_MISSING = "label_probs_missing"
+# The cloze reading's (generation.cloze=true; prism.results.cloze_metrics), overall and per condition.
+METRIC_CLOZE_ACCURACY = "cloze_accuracy"
+METRIC_CLOZE_NORM_ACCURACY = "cloze_norm_accuracy"
+METRIC_CLOZE_AGREEMENT = "cloze_agreement"
+METRIC_N_CLOZE = "n_cloze"
+# What a run cost (prism.run.usage): tokens overall and per condition, and dollars at model.pricing.
+METRIC_TOKENS_PROMPT = "tokens_prompt"
+METRIC_TOKENS_COMPLETION = "tokens_completion"
+METRIC_TOKENS_FROM_STORE_PROMPT = "tokens_from_store_prompt"
+METRIC_TOKENS_FROM_STORE_COMPLETION = "tokens_from_store_completion"
+METRIC_TOKENS_PROVIDER_CACHED = "tokens_provider_cached"
+METRIC_COST_USD = "cost_usd"
+USAGE_METRIC_PREFIXES = ("tokens_", METRIC_COST_USD)
+# Families: consistency/<family>[/<variant>] (prism.results.consistency), causal/<condition> (prism.results.roles).
+CONSISTENCY_PREFIX = "consistency/"
+CAUSAL_PREFIX = "causal/"
+# parse_method/<method>: the share of observed responses each parser method read (prism.results.metrics).
+PARSE_METHOD_PREFIX = "parse_method/"
+
+
+def condition_metric(metric: str, condition: str) -> str:
+    """The name of ``metric`` for one condition: ``<metric>/<condition>``."""
+    return f"{metric}/{condition}"
+
 
 # ---- Artifacts -------------------------------------------------------------------------------------------
 # Folders of a run's output directory uploaded as artifacts, in upload order.

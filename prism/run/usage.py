@@ -24,10 +24,20 @@ from dataclasses import dataclass, field
 
 from prism.config import PricingConfig
 from prism.records import RawRecord
+from prism.run.names import (
+    METRIC_COST_USD,
+    METRIC_TOKENS_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_COMPLETION,
+    METRIC_TOKENS_FROM_STORE_PROMPT,
+    METRIC_TOKENS_PROMPT,
+    METRIC_TOKENS_PROVIDER_CACHED,
+    USAGE_METRIC_PREFIXES,
+    condition_metric,
+)
 
 #: Metric name prefixes of what a run cost rather than what it measured: they differ between a run and its
 #: rerun from the store by design, so comparisons of results (a reproduction) leave them out.
-USAGE_METRICS = ("tokens_", "cost_usd")
+USAGE_METRICS = USAGE_METRIC_PREFIXES
 
 
 def is_usage_metric(name: str) -> bool:
@@ -76,16 +86,16 @@ class Usage:
     def metrics(self, conditions: Iterable[str], pricing: PricingConfig) -> dict[str, float]:
         """The run's token (and, with prices, cost) metrics; every condition gets its own, 0 when none was asked."""
         metrics: dict[str, float] = {
-            "tokens_prompt": float(self.prompt), "tokens_completion": float(self.completion),
-            "tokens_from_store_prompt": float(self.store_prompt),
-            "tokens_from_store_completion": float(self.store_completion),
+            METRIC_TOKENS_PROMPT: float(self.prompt), METRIC_TOKENS_COMPLETION: float(self.completion),
+            METRIC_TOKENS_FROM_STORE_PROMPT: float(self.store_prompt),
+            METRIC_TOKENS_FROM_STORE_COMPLETION: float(self.store_completion),
         }
         for name in conditions:
             prompt, completion = self.per_condition.get(name, [0, 0])
-            metrics[f"tokens_prompt/{name}"] = float(prompt)
-            metrics[f"tokens_completion/{name}"] = float(completion)
+            metrics[condition_metric(METRIC_TOKENS_PROMPT, name)] = float(prompt)
+            metrics[condition_metric(METRIC_TOKENS_COMPLETION, name)] = float(completion)
         if self.provider_cached is not None:
-            metrics["tokens_provider_cached"] = float(self.provider_cached)
+            metrics[METRIC_TOKENS_PROVIDER_CACHED] = float(self.provider_cached)
         if pricing.priced:
-            metrics["cost_usd"] = cost_usd(self.prompt, self.completion, pricing)
+            metrics[METRIC_COST_USD] = cost_usd(self.prompt, self.completion, pricing)
         return metrics

@@ -270,7 +270,7 @@ def replay_file(workdir: Path, data_dir: Path, n: int) -> Path:
 
 
 def breaking_store(after: int, breaker: Callable[[CompletionStore], Any]) -> type[CompletionStore]:
-    """The run's store class (made by ``prism.run.store.open_store``), with ``breaker`` breaking its connection before write ``after + 1``."""
+    """The run's store class (``prism.run.store.open_store`` makes it), broken by ``breaker`` before write N+1."""
 
     class BreakingStore(CompletionStore):
         puts = 0
