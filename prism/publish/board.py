@@ -28,6 +28,9 @@ from prism.run.names import (
     METRIC_ANSWER_UNANIMOUS,
     METRIC_INSTRUCTION_COMPLIANCE,
     METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_LIKELIHOOD_ANSWER_UNANIMOUS,
+    METRIC_LIKELIHOOD_MEAN_AGREEMENT,
+    METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY,
     METRIC_MEAN_AGREEMENT,
     METRIC_MEAN_LABEL_MASS,
     METRIC_MEAN_PROB_TV,
@@ -73,9 +76,9 @@ LIKELIHOOD = (
     Metric(METRIC_LIKELIHOOD_ACCURACY, "likelihood accuracy", True),
     Metric(METRIC_READING_AGREEMENT, "reading agreement", False),
     Metric(METRIC_MEAN_LABEL_MASS, "label mass", False),
-    Metric("likelihood_question_majority_accuracy", "likelihood question-majority accuracy", True),
-    Metric("likelihood_mean_agreement", "likelihood mean agreement", False),
-    Metric("likelihood_answer_unanimous_rate", "likelihood unanimity", False),
+    Metric(METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY, "likelihood question-majority accuracy", True),
+    Metric(METRIC_LIKELIHOOD_MEAN_AGREEMENT, "likelihood mean agreement", False),
+    Metric(METRIC_LIKELIHOOD_ANSWER_UNANIMOUS, "likelihood unanimity", False),
     Metric(METRIC_MEAN_PROB_TV, "mean TV distance from the baseline", False, higher_is_better=False),
 )
 # Cell-level rates: the scored-record flag each one pools.

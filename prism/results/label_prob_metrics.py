@@ -21,6 +21,9 @@ from prism.run.names import (
     METRIC_ACCURACY,
     METRIC_LABEL_PROBS_MISSING,
     METRIC_LIKELIHOOD_ACCURACY,
+    METRIC_LIKELIHOOD_ANSWER_UNANIMOUS,
+    METRIC_LIKELIHOOD_MEAN_AGREEMENT,
+    METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY,
     METRIC_MEAN_LABEL_MASS,
     METRIC_MEAN_PROB_TV,
     METRIC_N_LABEL_PROBS,
@@ -152,15 +155,17 @@ def likelihood_metrics(scored: pd.DataFrame, conditions: Sequence[str], question
     per_question = question_summary(question_table(proxy[proxy["condition"].isin(across)], across, question_ids,
                                                    repetitions))
     n = len(per_question)
-    metrics["likelihood_question_majority_accuracy"] = float(per_question["majority_correct_rate"].sum()) / n \
+    metrics[METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY] = float(per_question["majority_correct_rate"].sum()) / n \
         if n else float("nan")
-    metrics["likelihood_mean_agreement"] = float(per_question["agreement"].mean()) if n else float("nan")
-    metrics["likelihood_answer_unanimous_rate"] = float(per_question["unanimous_rate"].sum()) / n if n else float("nan")
+    metrics[METRIC_LIKELIHOOD_MEAN_AGREEMENT] = float(per_question["agreement"].mean()) if n else float("nan")
+    metrics[METRIC_LIKELIHOOD_ANSWER_UNANIMOUS] = (float(per_question["unanimous_rate"].sum()) / n if n
+                                                   else float("nan"))
     tv = prob_tv_table(scored, baseline)
     metrics[METRIC_MEAN_PROB_TV] = _mean(tv["prob_tv"])
     for condition in conditions:
         if condition != baseline:
-            metrics[f"mean_prob_tv/{condition}"] = _mean(tv.loc[tv["condition"] == condition, "prob_tv"])
+            distances = tv.loc[tv["condition"] == condition, "prob_tv"]
+            metrics[condition_metric(METRIC_MEAN_PROB_TV, condition)] = _mean(distances)
     metrics[METRIC_N_LABEL_PROBS] = float(frame["has_probs"].sum())
     metrics[METRIC_LABEL_PROBS_MISSING] = float((~frame["has_probs"]).sum())
     return metrics

@@ -146,8 +146,11 @@ METRIC_LIKELIHOOD_ACCURACY = "likelihood_accuracy"
 METRIC_READING_AGREEMENT = "reading_agreement"
 METRIC_MEAN_LABEL_MASS = "mean_label_mass"
 LIKELIHOOD_RATE_METRICS = (METRIC_LIKELIHOOD_ACCURACY, METRIC_READING_AGREEMENT, METRIC_MEAN_LABEL_MASS)
-LIKELIHOOD_QUESTION_METRICS = ("likelihood_question_majority_accuracy", "likelihood_mean_agreement",
-                               "likelihood_answer_unanimous_rate")
+METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY = "likelihood_question_majority_accuracy"
+METRIC_LIKELIHOOD_MEAN_AGREEMENT = "likelihood_mean_agreement"
+METRIC_LIKELIHOOD_ANSWER_UNANIMOUS = "likelihood_answer_unanimous_rate"
+LIKELIHOOD_QUESTION_METRICS = (METRIC_LIKELIHOOD_QUESTION_MAJORITY_ACCURACY, METRIC_LIKELIHOOD_MEAN_AGREEMENT,
+                               METRIC_LIKELIHOOD_ANSWER_UNANIMOUS)
 METRIC_MEAN_PROB_TV = "mean_prob_tv"
 METRIC_N_LABEL_PROBS = "n_label_probs"
 METRIC_LABEL_PROBS_MISSING = "label_probs_missing"
