@@ -23,8 +23,7 @@ from prism import __version__
 from prism.config import PrismConfig, ReproduceConfig, TrackingConfig
 from prism.errors import PrismError
 from prism.logged_config import prism_config_from_logged
-from prism.records import CELL_COLUMNS, CellKey
-from prism.run.names import (
+from prism.names import (
     CONFIG_ARTIFACT,
     KIND_REPRODUCTION,
     REPRODUCTION_ARTIFACT_DIR,
@@ -40,6 +39,7 @@ from prism.run.names import (
     TAG_VERSION,
     LoggedRun,
 )
+from prism.records import CELL_COLUMNS, CellKey
 
 if TYPE_CHECKING:  # pandas is imported where a diff is built, so `prism-reproduce --help` stays light
     import pandas as pd

@@ -18,6 +18,7 @@ PACKAGE = REPO_ROOT / "prism"
 ORDER = [
     "prism",  # __init__: the version only
     "prism.errors",
+    "prism.names",  # every MLflow name, and LoggedRun: the standard library only
     "prism.types",
     "prism.turns",
     "prism.records",

@@ -229,7 +229,7 @@ def test_compare_says_which_conditions_reorder_an_ordered_scale() -> None:
     from prism.compare.core import _reordered
     from prism.compare.tables import ModelCells, ordered_scale_notes
     from prism.conditions import condition_set_from_config
-    from prism.run.names import LoggedRun
+    from prism.names import LoggedRun
 
     robustness = condition_set_from_config(compose_config(["conditions=robustness"]).conditions, subjective=True)
     ordinal = LoggedRun("r1", "FINISHED", 0, {"dataset.ordinal": "True"})

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from prism.compare.select import CompareError, download, load_scored, load_scored_cells
-from prism.run.names import CELLS_ARTIFACT, FINISHED, SCORED_ARTIFACT, LoggedRun
+from prism.names import CELLS_ARTIFACT, FINISHED, SCORED_ARTIFACT, LoggedRun
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from prism.compare.tables import DIVERGENCE_COLUMNS, ModelCells, ordered_scale_n
 from prism.compare.timings import Stopwatch
 from prism.config import CompareConfig
 from prism.config.choices import ComparePairs
-from prism.run.names import (
+from prism.names import (
     COMPARISON_ARTIFACT_DIR,
     CONFIG_ARTIFACT,
     FINISHED,

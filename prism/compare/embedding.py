@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from prism.compare.select import CompareError
-from prism.run.names import (
+from prism.names import (
     PARAM_EMBEDDING_CACHE,
     PARAM_EMBEDDING_MODEL,
     PARAM_EMBEDDING_PACKAGE,
@@ -62,7 +62,7 @@ INSTALL = "pip install -e '.[meaning]'"
 CACHE_FILE = "embeddings.sqlite"
 DEFAULT_BATCH_SIZE = 64
 
-# MLflow params of the comparison run that say which model made the embeddings (named in prism.run.names).
+# MLflow params of the comparison run that say which model made the embeddings (named in prism.names).
 MODEL_PARAM, PACKAGE_PARAM = PARAM_EMBEDDING_MODEL, PARAM_EMBEDDING_PACKAGE
 WEIGHTS_SHA256_PARAM, RUNTIME_PARAM = PARAM_EMBEDDING_SHA256, PARAM_EMBEDDING_RUNTIME
 CACHE_PARAM = PARAM_EMBEDDING_CACHE

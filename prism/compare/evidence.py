@@ -23,7 +23,7 @@ import pandas as pd
 from prism.compare.artifact_cache import ArtifactCache, read_records
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import CompareError
-from prism.run.names import (
+from prism.names import (
     METRIC_ACCURACY,
     METRIC_ANSWER_RECOVERY,
     METRIC_MEAN_AGREEMENT,

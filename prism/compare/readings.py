@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from prism.run.names import METRIC_MEAN_AGREEMENT, METRIC_PROMPT_INVARIANT_INCORRECT, METRIC_QUESTION_MAJORITY_ACCURACY
+from prism.names import METRIC_MEAN_AGREEMENT, METRIC_PROMPT_INVARIANT_INCORRECT, METRIC_QUESTION_MAJORITY_ACCURACY
 from prism.stats import basics
 from prism.stats.basics import Estimate
 

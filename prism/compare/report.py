@@ -30,13 +30,13 @@ from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patte
 from prism.compare.readout_sections import anchor, readout_context
 from prism.compare.tables import cap_note, pairing_note
 from prism.formatting import NO_KEY, number, p_value
-from prism.parsing import UNKNOWN_METHODS
-from prism.run.names import (
+from prism.names import (
     METRIC_ACCURACY,
     METRIC_N_QUESTIONS,
     PARSE_METHOD_PREFIX,
     LoggedRun,
 )
+from prism.parsing import UNKNOWN_METHODS
 from prism.stats.basics import SIGNIFICANCE
 
 if TYPE_CHECKING:

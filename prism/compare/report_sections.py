@@ -28,7 +28,7 @@ from prism.compare.evidence import ReportContext, RunEvidence
 from prism.compare.readings import PATTERNS, ModelNumbers, Reading, Thresholds
 from prism.compare.tables import POOLED, keyless_labels
 from prism.formatting import missing
-from prism.run.names import (
+from prism.names import (
     METRIC_COST_USD,
     METRIC_N_QUESTIONS,
     METRIC_TOKENS_COMPLETION,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from prism.errors import PrismError
-from prism.run.names import (
+from prism.names import (
     FINISHED,
     KIND_RUN,
     PARAM_GENERATION_MAX_TOKENS,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What a comparison may read: finished experiment runs (prism.run.names.KIND_RUN), never killed ones (they
+# What a comparison may read: finished experiment runs (prism.names.KIND_RUN), never killed ones (they
 # stay RUNNING), failed ones, or other comparisons.
 
 # (label, where it is recorded, key): what must agree for results to be directly comparable.

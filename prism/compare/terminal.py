@@ -19,8 +19,8 @@ from prism.compare.differences_file import listed_count
 from prism.compare.groups import coverage_lines
 from prism.compare.readouts_text import format_readouts, render_table
 from prism.compare.tables import cap_note, keyless_labels, pairing_note
+from prism.names import LoggedRun
 from prism.results.metrics import NO_KEY
-from prism.run.names import LoggedRun
 from prism.stats.basics import SIGNIFICANCE
 
 # How many rows of the differences table the terminal shows (the CSV has them all).

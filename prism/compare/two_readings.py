@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from prism.formatting import missing
-from prism.run.names import (
+from prism.names import (
     METRIC_ACCURACY,
     METRIC_CLOZE_ACCURACY,
     METRIC_CLOZE_AGREEMENT,

@@ -26,13 +26,7 @@ from prism import __version__
 from prism.conditions import Condition, ConditionSet
 from prism.importer.cells import SourceCell
 from prism.importer.mapping import ImportLogError
-from prism.parsing import PARSER_VERSION
-from prism.questions import FrozenSet
-from prism.questions.freezing import frozen_bytes
-from prism.records import RawRecord, ScoredRecord
-from prism.results.scoring import SCORER_VERSION
-from prism.results.summary import score_records, write_results
-from prism.run.names import (
+from prism.names import (
     GENERATION_PARAMS,
     IMPORT_AGREEMENT_ARTIFACT,
     KIND_RUN,
@@ -56,12 +50,18 @@ from prism.run.names import (
     TAG_IMPORT_TOOL_VERSION,
     TAG_IMPORTED_FROM,
 )
-from prism.run.names import run_tags as names_run_tags
+from prism.names import run_tags as names_run_tags
+from prism.parsing import PARSER_VERSION
+from prism.questions import FrozenSet
+from prism.questions.freezing import frozen_bytes
+from prism.records import RawRecord, ScoredRecord
+from prism.results.scoring import SCORER_VERSION
+from prism.results.summary import score_records, write_results
 from prism.types import PROTOCOL_VERSION, Prompt, Question, canonical_json, safe_filename, sha256_text
 
 log = logging.getLogger(__name__)
 
-# The tags and artifact an import adds are named in prism.run.names; these are its metric names.
+# The tags and artifact an import adds are named in prism.names; these are its metric names.
 TAG_SOURCE_VERSION, TAG_SOURCE_SHA256, TAG_SOURCE_FILE = (TAG_IMPORT_TOOL_VERSION, TAG_IMPORT_SOURCE_SHA256,
                                                           TAG_IMPORT_SOURCE_FILE)
 TAG_SOURCE_TASK, TAG_SOURCE_MODEL = TAG_IMPORT_TASK, TAG_IMPORT_SOURCE_MODEL

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
-from prism.run.names import (
+from prism.names import (
     CONFIG_ARTIFACT,
     KIND_COMPARISON,
     KIND_REPRODUCTION,

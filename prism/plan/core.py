@@ -20,6 +20,7 @@ import pandas as pd
 
 from prism.config import PlanConfig
 from prism.errors import PrismError
+from prism.names import FINISHED, KIND_PLAN, PLAN_ARTIFACT_DIR, TAG_KIND, TAG_PLAN_EFFECT, TAG_PLAN_PILOT_RUNS
 from prism.plan.simulate import (
     PLAN_EFFECTS,
     Grid,
@@ -32,7 +33,6 @@ from prism.plan.simulate import (
     stated_grid,
     stated_population,
 )
-from prism.run.names import FINISHED, KIND_PLAN, PLAN_ARTIFACT_DIR, TAG_KIND, TAG_PLAN_EFFECT, TAG_PLAN_PILOT_RUNS
 
 if TYPE_CHECKING:
     from prism.compare.tables import ModelCells

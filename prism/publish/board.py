@@ -19,8 +19,7 @@ import pandas as pd
 from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import ModelNumbers, question_estimates
 from prism.compare.select import COMPARABILITY, canonical_value
-from prism.publish.runs import Cell, cell_of
-from prism.run.names import (
+from prism.names import (
     CAUSAL_PREFIX,
     CONSISTENCY_PREFIX,
     METRIC_ACCURACY,
@@ -40,6 +39,7 @@ from prism.run.names import (
     METRIC_READING_AGREEMENT,
     condition_metric,
 )
+from prism.publish.runs import Cell, cell_of
 from prism.stats import basics
 from prism.stats.basics import Estimate
 

@@ -20,7 +20,7 @@ import pandas as pd
 from prism.compare.comparison_tables import ReadoutTables
 from prism.compare.evidence import RunEvidence
 from prism.compare.select import CompareError, download
-from prism.run.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
+from prism.names import FINISHED, KIND_COMPARISON, TAG_KIND, LoggedRun
 
 log = logging.getLogger(__name__)
 

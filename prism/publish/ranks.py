@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from prism.names import PARAM_COMPARED_MODELS, PARAM_COMPARED_RUN_IDS
 from prism.publish.comparisons import ComparisonEvidence
-from prism.run.names import PARAM_COMPARED_MODELS, PARAM_COMPARED_RUN_IDS
 
 # Its text columns, shown as text (empty, not "nan", where the CSV had nothing).
 _TEXT_COLUMNS = ("model_a", "model_b", "dataset", "condition_set", "flips_at")

@@ -23,7 +23,7 @@ from prism.compare.select import (
     passes_filters,
     search_candidates,
 )
-from prism.run.names import LoggedRun
+from prism.names import LoggedRun
 
 
 @dataclass(frozen=True)

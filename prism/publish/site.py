@@ -20,13 +20,13 @@ from typing import Any
 from prism.compare.evidence import RunEvidence, has_no_key
 from prism.compare.readings import THRESHOLDS, read_patterns
 from prism.compare.select import CompareError
+from prism.names import METRIC_N_CLOZE, METRIC_N_LABEL_PROBS, METRIC_READING_AGREEMENT
 from prism.publish import board
 from prism.publish.comparison_page import comparison_page
 from prism.publish.comparisons import ComparisonEvidence, comparison_heading
 from prism.publish.config import PublishConfig
 from prism.publish.runs import cell_of
 from prism.publish.trace import Trace
-from prism.run.names import METRIC_N_CLOZE, METRIC_N_LABEL_PROBS, METRIC_READING_AGREEMENT
 
 log = logging.getLogger(__name__)
 

@@ -241,7 +241,7 @@ def read_prompts(evidence: Sequence[RunEvidence], uri: str | None) -> dict[str, 
     import tempfile
 
     from prism.compare.select import CompareError, download, load_prompts
-    from prism.run.names import RESPONSES_ARTIFACT
+    from prism.names import RESPONSES_ARTIFACT
 
     found: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="prism-publish-prompts-") as tmp:

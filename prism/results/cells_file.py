@@ -31,7 +31,7 @@ import pandas as pd
 
 from prism.records import _OPTIONAL, RawRecord, ScoredRecord
 
-#: The file's name under ``results/`` (``prism.run.names.CELLS_ARTIFACT`` is its artifact path).
+#: The file's name under ``results/`` (``prism.names.CELLS_ARTIFACT`` is its artifact path).
 CELLS_FILE = "cells.parquet"
 
 # The file's own version, in its schema metadata: a reader refuses a version it does not know.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from prism.run.names import (
+from prism.names import (
     METRIC_CLOZE_ACCURACY,
     METRIC_CLOZE_AGREEMENT,
     METRIC_CLOZE_NORM_ACCURACY,

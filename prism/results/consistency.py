@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from prism.run.names import CONSISTENCY_PREFIX
+from prism.names import CONSISTENCY_PREFIX
 
 QUESTION_COLUMNS = ("question_id", "family", "n_compared", "n_consistent", "consistency")
 SUMMARY_COLUMNS = ("family", "variant", "n_questions", "n_compared", "n_consistent", "consistency")

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from prism.results.metrics import question_summary, question_table
-from prism.run.names import (
+from prism.names import (
     LIKELIHOOD_QUESTION_METRICS,
     LIKELIHOOD_RATE_METRICS,
     METRIC_ACCURACY,
@@ -30,6 +29,7 @@ from prism.run.names import (
     METRIC_READING_AGREEMENT,
     condition_metric,
 )
+from prism.results.metrics import question_summary, question_table
 
 # Per run and per condition (``<name>/<condition>``), in logging order.
 RATE_NAMES: tuple[str, ...] = LIKELIHOOD_RATE_METRICS

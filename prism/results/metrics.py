@@ -23,8 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from prism.records import CELL_COLUMNS
-from prism.run.names import (
+from prism.names import (
     METRIC_ACCURACY,
     METRIC_ANSWER_RECOVERY,
     METRIC_ANSWER_UNANIMOUS,
@@ -43,6 +42,7 @@ from prism.run.names import (
     RATE_METRICS,
     condition_metric,
 )
+from prism.records import CELL_COLUMNS
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "question_id",

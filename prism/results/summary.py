@@ -19,23 +19,7 @@ from prism.conditions import Condition, ConditionSet, render, render_keyed
 from prism.conditions.perturbations.missing import RemoveAnswer
 from prism.formatting import percent
 from prism.label_probs import likelihood_fields
-from prism.parsing import METHODS, PARSER_VERSION, parse_response
-from prism.questions import FrozenSet
-from prism.records import RawRecord, ScoredRecord
-from prism.results.cells_file import CELLS_FILE, CellsWriter
-from prism.results.cloze_metrics import cloze_condition_table, cloze_frame, cloze_metrics, cloze_row
-from prism.results.consistency import consistency_metrics, consistency_summary, question_consistency
-from prism.results.metric_columns import MetricColumns
-from prism.results.metrics import (
-    NO_KEY,
-    condition_table,
-    parse_method_shares,
-    question_table,
-    summary_metrics,
-)
-from prism.results.roles import CAUSAL, invariant_conditions, role_table
-from prism.results.scoring import score_record
-from prism.run.names import (
+from prism.names import (
     CAUSAL_PREFIX,
     CONSISTENCY_PREFIX,
     METRIC_ACCURACY,
@@ -67,6 +51,22 @@ from prism.run.names import (
     PARSE_METHOD_PREFIX,
     condition_metric,
 )
+from prism.parsing import METHODS, PARSER_VERSION, parse_response
+from prism.questions import FrozenSet
+from prism.records import RawRecord, ScoredRecord
+from prism.results.cells_file import CELLS_FILE, CellsWriter
+from prism.results.cloze_metrics import cloze_condition_table, cloze_frame, cloze_metrics, cloze_row
+from prism.results.consistency import consistency_metrics, consistency_summary, question_consistency
+from prism.results.metric_columns import MetricColumns
+from prism.results.metrics import (
+    NO_KEY,
+    condition_table,
+    parse_method_shares,
+    question_table,
+    summary_metrics,
+)
+from prism.results.roles import CAUSAL, invariant_conditions, role_table
+from prism.results.scoring import score_record
 from prism.types import Prompt
 
 

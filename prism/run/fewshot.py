@@ -19,9 +19,9 @@ from pathlib import Path
 from prism.conditions import ConditionSet
 from prism.conditions.fewshot import conditions_with_demonstrations, demonstrations_needed, label_balance
 from prism.config import DatasetConfig
+from prism.names import DEMONSTRATION_BALANCE_ARTIFACT, DEMONSTRATIONS_ARTIFACT
 from prism.questions import FrozenSet
 from prism.questions.demonstrations import DemonstrationDraw, attach, freeze_demonstrations
-from prism.run.names import DEMONSTRATION_BALANCE_ARTIFACT, DEMONSTRATIONS_ARTIFACT
 
 log = logging.getLogger(__name__)
 

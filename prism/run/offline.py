@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
-from prism.run.names import TAG_UPLOADED_FROM
+from prism.names import TAG_UPLOADED_FROM
 from prism.run.tracking import MlflowTracker, TrackingError
 
 log = logging.getLogger(__name__)

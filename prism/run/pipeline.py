@@ -31,21 +31,7 @@ from prism.conditions import (
 )
 from prism.config import GenerationConfig, PrismConfig
 from prism.errors import ConfigError
-from prism.parsing import PARSER_VERSION
-from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
-from prism.questions.demonstrations import DemonstrationDraw
-from prism.questions.freezing import frozen_cache_dir
-from prism.results.scoring import SCORER_VERSION
-from prism.results.summary import score_records, write_results
-from prism.run.budget import BudgetGuard, budget_guard
-from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
-from prism.run.context import check_context
-from prism.run.fewshot import with_demonstrations, write_demonstrations
-from prism.run.generation import repetition_params, repetition_seed  # noqa: F401  (re-exported)
-from prism.run.identities import record_identity
-from prism.run.inference import Cell, ask_each
-from prism.run.lock import experiment_lock
-from prism.run.names import (
+from prism.names import (
     FINISHED,
     KIND_RUN,
     PARAM_CONDITION_NAMES,
@@ -63,6 +49,20 @@ from prism.run.names import (
     TAG_SWEEP,
     run_tags,
 )
+from prism.parsing import PARSER_VERSION
+from prism.questions import DROP_TEXT, FrozenSet, freeze_dataset
+from prism.questions.demonstrations import DemonstrationDraw
+from prism.questions.freezing import frozen_cache_dir
+from prism.results.scoring import SCORER_VERSION
+from prism.results.summary import score_records, write_results
+from prism.run.budget import BudgetGuard, budget_guard
+from prism.run.cells import CellGrid, RecordOffsets, records_in_scored_order, reuse_stored
+from prism.run.context import check_context
+from prism.run.fewshot import with_demonstrations, write_demonstrations
+from prism.run.generation import repetition_params, repetition_seed  # noqa: F401  (re-exported)
+from prism.run.identities import record_identity
+from prism.run.inference import Cell, ask_each
+from prism.run.lock import experiment_lock
 from prism.run.offline import RecordingTracker
 from prism.run.sharding import RayExecution, merge_shards, shard_directory
 from prism.run.store import CompletionStore, ResponseLog, open_store, store_directory, sync_interval

@@ -1,7 +1,7 @@
 """MLflow, behind a small interface: the only module that writes to MLflow.
 
 ``mlflow`` is imported when a tracker is created, never at ``import prism`` (it costs seconds).
-Names of params, tags and artifacts are defined once, in :mod:`prism.run.names`.
+Names of params, tags and artifacts are defined once, in :mod:`prism.names`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.errors import PrismError
-from prism.run.names import TAG_MODEL_DIGEST
+from prism.names import TAG_MODEL_DIGEST
 
 try:  # POSIX only; elsewhere parallel jobs on one new SQLite store are not serialized
     import fcntl

@@ -23,8 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prism.config import PricingConfig
-from prism.records import RawRecord
-from prism.run.names import (
+from prism.names import (
     METRIC_COST_USD,
     METRIC_TOKENS_COMPLETION,
     METRIC_TOKENS_FROM_STORE_COMPLETION,
@@ -34,6 +33,7 @@ from prism.run.names import (
     USAGE_METRIC_PREFIXES,
     condition_metric,
 )
+from prism.records import RawRecord
 
 #: Metric name prefixes of what a run cost rather than what it measured: they differ between a run and its
 #: rerun from the store by design, so comparisons of results (a reproduction) leave them out.

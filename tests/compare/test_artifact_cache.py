@@ -20,8 +20,8 @@ from conftest import compose, compose_config, run_overrides
 from prism.compare.artifact_cache import ArtifactCache
 from prism.compare.core import compare
 from prism.config import CompareConfig, to_schema
+from prism.names import CELLS_ARTIFACT, SCORED_ARTIFACT, LoggedRun
 from prism.questions import freeze_question_set
-from prism.run.names import CELLS_ARTIFACT, SCORED_ARTIFACT, LoggedRun
 from prism.run.pipeline import run
 
 N = 10

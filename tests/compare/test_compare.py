@@ -24,8 +24,8 @@ from prism.compare.core import compare
 from prism.compare.select import CompareError, Selection, choose_runs, find_mismatches
 from prism.compare.tables import DIVERGENCE_COLUMNS, SENSITIVITY_COLUMNS
 from prism.config import CompareConfig, to_schema
+from prism.names import LoggedRun
 from prism.questions import Question, freeze_question_set
-from prism.run.names import LoggedRun
 from prism.run.pipeline import run
 
 CONDITIONS = ["P0", "P1", "P2", "P3", "P4"]

@@ -20,7 +20,7 @@ from prism.compare.select import CompareError, Selection
 from prism.compare.tables import ModelCells, cap_note, model_pairs, pairing_note
 from prism.config import CompareConfig, CompareDifferences
 from prism.errors import ConfigError
-from prism.run.names import LoggedRun
+from prism.names import LoggedRun
 
 CONDITIONS = ("P0", "P1", "P2")
 LABELS = "ABCD"

@@ -297,7 +297,7 @@ def test_the_setup_rows_say_what_a_run_asked_and_what_it_cost() -> None:
     from types import SimpleNamespace
 
     from prism.compare.report_sections import setup_rows
-    from prism.run.names import LoggedRun
+    from prism.names import LoggedRun
 
     def evidence(metrics: dict[str, float]) -> SimpleNamespace:
         run = LoggedRun("r", "FINISHED", 0)

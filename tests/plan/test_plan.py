@@ -16,6 +16,7 @@ from conftest import compose, compose_config, fresh_mlflow, run_overrides
 
 from prism.compare.tables import ModelCells
 from prism.config import PlanConfig, to_schema
+from prism.names import KIND_PLAN as KIND
 from prism.plan.core import POWER_COLUMNS, PlanError, make_plan, plan, wilson
 from prism.plan.simulate import (
     Grid,
@@ -29,7 +30,6 @@ from prism.plan.simulate import (
     stated_population,
 )
 from prism.questions import freeze_question_set
-from prism.run.names import KIND_PLAN as KIND
 from prism.run.pipeline import run
 
 

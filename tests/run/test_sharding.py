@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from conftest import REPO_ROOT, compose_config, run_overrides
 
+from prism.names import TAG_EXECUTION
 from prism.questions import freeze_question_set
-from prism.run.names import TAG_EXECUTION
 from prism.run.pipeline import run
 from prism.run.sharding import ExecutionError, merge_shards
 from prism.run.store import CompletionStore

@@ -1,4 +1,4 @@
-"""``prism.run.names`` owns every MLflow name: no other module of ``prism/`` spells a tag, a config-path param,
+"""``prism.names`` owns every MLflow name: no other module of ``prism/`` spells a tag, a config-path param,
 an artifact path or a logged metric it reads back.
 
 The check reads the source (``ast``), so it fails on the line that spells a name again. Words that are also a
@@ -11,15 +11,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import prism.run.names as names
-from prism.run.names import METRIC_ACCURACY, QUESTION_METRICS, RATE_METRICS, condition_metric
+import prism.names as names
+from prism.names import METRIC_ACCURACY, QUESTION_METRICS, RATE_METRICS, condition_metric
 
-PACKAGE = Path(names.__file__).resolve().parent.parent
+PACKAGE = Path(names.__file__).resolve().parent
 OWNER = Path(names.__file__).resolve()
 
 
 def _owned(prefixes: tuple[str, ...], suffix: str = "") -> dict[str, str]:
-    """Value -> constant name of every string constant of ``prism.run.names`` with one of ``prefixes``."""
+    """Value -> constant name of every string constant of ``prism.names`` with one of ``prefixes``."""
     return {value: key for key, value in vars(names).items()
             if isinstance(value, str) and key.startswith(prefixes) and key.endswith(suffix)}
 
@@ -55,7 +55,7 @@ def spelled_again(watched: dict[str, str], modules: list[tuple[Path, ast.Module]
 def metric_reads_by_literal(modules: list[tuple[Path, ast.Module]]) -> list[str]:
     """``path:line`` of each ``x.metrics[...]``, ``x.metrics.get(...)`` or ``... in x.metrics`` keyed by a literal name.
 
-    A literal name is a string constant equal to a metric of ``prism.run.names`` (a DataFrame called ``metrics``
+    A literal name is a string constant equal to a metric of ``prism.names`` (a DataFrame called ``metrics``
     read by its column, ``same``, is not one) or an f-string (``f"accuracy/{condition}"``).
     """
     logged = set(_owned(("METRIC_",)))

@@ -5,8 +5,9 @@ compare, publish and reproduce read a run back as a :class:`LoggedRun` instead o
 key themselves. The metrics a run logs are named here too: :mod:`prism.results` writes them under these
 names and compare and publish read them back by them (a per-condition metric is ``<metric>/<condition>``,
 :func:`condition_metric`).
-No module here imports ``mlflow``: a :class:`LoggedRun` is built from an ``mlflow.entities.Run`` a caller
-already holds.
+It imports only the standard library, so every layer that writes or reads a run (``prism.results`` under
+``prism.run``, compare and publish above) can use it; a :class:`LoggedRun` is built from an
+``mlflow.entities.Run`` a caller already holds.
 """
 
 from __future__ import annotations
