@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -199,7 +200,8 @@ WINDOW_SDS = 8.0
 WINDOW_PAD = 10
 WINDOW_SHARE = 0.7
 # The bound on everything but the left-out weight: the two sums' rounding (a few ulps of numbers <= 1) and the
-# computed probabilities' relative error (boost's binomial, ~1e-15), with a wide margin.
+# window's own probabilities (boost's binomial, ~1e-15 relative, the upper tail taken as the lower tail of
+# the complementary share), with a wide margin.
 ROUNDING_SLACK = 1e-12
 
 
@@ -207,14 +209,12 @@ def _power_below(n_pairs: int, discordant: float, difference: float, alpha: floa
     """Whether ``mcnemar_power(n_pairs, discordant, difference, alpha) < power``: the same answer, faster.
 
     The power is a sum over the number of discordant pairs N = 0..n_pairs, each term at most its binomial
-    weight. Summed over the window of N where that weight lies (the same terms, element by element), it differs
-    from the whole sum by at most the weight left out (one minus the window's, as computed) plus rounding, so
-    when it is farther than that from ``power`` its side of ``power`` is the whole sum's; otherwise (a near
-    tie, or a window too wide to pay) the whole sum decides. Every answer, hence every bisection, is
-    :func:`mcnemar_power`'s (the bisection's last steps are ~1e-8 from ``power``, far above the bound).
+    weight. Summed over the window of N where that weight lies, it differs from the whole sum by at most the
+    weight left out (one minus the window's, as computed) plus rounding, so when it is farther than that
+    from ``power`` its side of ``power`` is the whole sum's; otherwise (a near tie, or a window too wide to
+    pay) the whole sum decides. Every answer, hence every bisection, is :func:`mcnemar_power`'s (the
+    bisection's last steps are ~1e-8 from ``power``, far above the bound).
     """
-    from scipy.stats import binom
-
     psi = min(1.0, max(float(discordant), abs(difference)))
     if n_pairs < 1 or psi <= 0:
         return power > 0.0  # mcnemar_power is 0 here
@@ -223,15 +223,41 @@ def _power_below(n_pairs: int, discordant: float, difference: float, alpha: floa
     if high - low + 1 > WINDOW_SHARE * (n_pairs + 1):
         return mcnemar_power(n_pairs, discordant, difference, alpha) < power
     every, region = _mcnemar_region(n_pairs, alpha)
-    counts, k = every[low:high + 1], region[low:high + 1]
-    weight = binom.pmf(counts, n_pairs, psi)
+    counts, k = every[low:high + 1].astype(np.float64), region[low:high + 1]
+    pmf, cdf = _binomial_functions()
+    weight = np.asarray(pmf(counts, float(n_pairs), psi), dtype=np.float64)
     share = (psi + abs(difference)) / (2 * psi)
-    tails = np.where(k >= 0, binom.cdf(k, counts, share) + binom.sf(counts - k - 1, counts, share), 0.0)
+    tested = k >= 0
+    at, n = k[tested].astype(np.float64), counts[tested]
+    # Both tails as lower tails (P(X >= N - k) at share is P(X <= k) at 1 - share, exact in floats for a share
+    # in [1/2, 1]): one cdf over twice the counts instead of a cdf and the slower survival function.
+    both = np.asarray(cdf(np.concatenate([at, at]), np.concatenate([n, n]),
+                          np.concatenate([np.full(n.size, share), np.full(n.size, 1.0 - share)])), dtype=np.float64)
+    tails = np.zeros(counts.size, dtype=np.float64)
+    tails[tested] = both[:n.size] + both[n.size:]
     within = float(np.clip((weight * tails).sum(), 0.0, 1.0))
     left_out = max(0.0, 1.0 - float(weight.sum()))
     if abs(within - power) > left_out + ROUNDING_SLACK:
         return within < power
     return mcnemar_power(n_pairs, discordant, difference, alpha) < power
+
+
+@functools.cache
+def _binomial_functions() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The binomial pmf and cdf as element-wise functions of (k, n, p), for :func:`_power_below`'s window.
+
+    scipy's own ufuncs behind ``binom.pmf`` and ``binom.cdf`` where this scipy has them (the same numbers
+    without the distribution's argument checks: half the time of a window's sum); else the public functions.
+    Only the window's sums use them, and those are trusted only beyond :data:`ROUNDING_SLACK` of a tie.
+    """
+    try:
+        from scipy.special import _ufuncs
+
+        return _ufuncs._binom_pmf, _ufuncs._binom_cdf
+    except (ImportError, AttributeError):
+        from scipy.stats import binom
+
+        return binom.pmf, binom.cdf
 
 
 def permutation_detectable(null: NDArray[np.float64], alpha: float = SIGNIFICANCE, power: float = POWER) -> float:

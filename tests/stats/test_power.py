@@ -194,3 +194,16 @@ def test_power_below_answers_as_the_whole_sum_does_even_at_a_near_tie() -> None:
         exact = power.mcnemar_power(n, psi, d, alpha)
         for target in (0.8, exact, float(np.nextafter(exact, 1.0)), float(np.nextafter(exact, 0.0))):
             assert power._power_below(n, psi, d, alpha, target) == (exact < target)
+
+
+def test_the_windows_binomial_functions_are_scipys() -> None:
+    from scipy.stats import binom
+
+    pmf, cdf = power._binomial_functions()
+    n = np.arange(0, 400, dtype=np.float64)
+    k = np.floor(n / 3)
+    for p in (0.05, 0.5, 0.62, 0.97):
+        assert np.allclose(pmf(k, n, p), binom.pmf(k, n, p), rtol=1e-13, atol=1e-300)
+        assert np.allclose(cdf(k, n, p), binom.cdf(k, n, p), rtol=1e-13, atol=1e-300)
+        # the upper tail as the lower tail of the complementary share, as _power_below takes it
+        assert np.allclose(cdf(k, n, 1 - p), binom.sf(n - k - 1, n, p), rtol=1e-11, atol=1e-15)
