@@ -69,11 +69,36 @@ def _questions(model: ModelCells, measure: str,
     values = measure_values(cells, measure)
     cells = cells.loc[values.index]
     listed, conditions = values.tolist(), cells["condition"].to_numpy()
+    grouped = question_rows(cells["question_id"])
+    if measure == "answer":
+        return _answer_questions(grouped, listed, conditions)
     out = {}
-    for question, rows in question_rows(cells["question_id"]):
+    for question, rows in grouped:
         out[question] = (shifts.difference_matrix([listed[i] for i in rows.tolist()], measure, embed),
                          conditions[rows])
     return out
+
+
+def _answer_questions(grouped: list[tuple[str, NDArray[np.intp]]], listed: list[str | None],
+                      conditions: NDArray[Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`_questions` for ``answer``: every question's matrix of differing categories, made per layout.
+
+    ``difference_matrix`` gives 1.0 where two values differ as text (``str``), 0.0 elsewhere and on the
+    diagonal; here the texts are numbered once, and the questions with the same number of responses get
+    their matrices from one comparison of those numbers (the same 0/1 floats, one array per question).
+    """
+    codes, _ = pd.factorize(np.asarray([str(v) for v in listed], dtype=object), sort=False)
+    sizes: dict[int, list[int]] = {}
+    for i, (_, rows) in enumerate(grouped):
+        sizes.setdefault(rows.size, []).append(i)
+    matrices: list[np.ndarray | None] = [None] * len(grouped)
+    for members in sizes.values():
+        at = codes[np.stack([grouped[i][1] for i in members])]  # (questions, size): every size is >= 1
+        stacked = np.asarray(at[:, :, None] != at[:, None, :], dtype=np.float64)
+        for j, i in enumerate(members):
+            matrices[i] = stacked[j]
+    return {question: (matrix, conditions[rows])
+            for (question, rows), matrix in zip(grouped, matrices, strict=True) if matrix is not None}
 
 
 def question_rows(question_ids: pd.Series) -> list[tuple[str, NDArray[np.intp]]]:
