@@ -9,7 +9,8 @@ size k, in this order and each in its own process: the floor (``python -c "impor
 bare ``json.loads`` of the k runs' ``scored.jsonl`` lines), ``python -m prism.compare`` with the code at
 ``SRC`` (the before: a checkout of main without this change, given on ``PYTHONPATH``), and with this
 checkout's code twice: with an empty artifact cache (every artifact downloaded) and with the cache the
-first filled. It prints a Markdown table (wall s, CPU s, peak RSS MiB) and compares every CSV of the before
+first filled. It prints a Markdown table (wall s, CPU s, peak RSS MiB), the ratios t(k)/t(first size) and
+after/floor, the pairs=all peak over the default's, and compares every CSV of the before
 and the after: byte for byte, except the clustered model's tables (``gee_wald.csv``, ``gee_by_dataset.csv``),
 whose numbers must agree to 1e-6.
 """
@@ -93,6 +94,7 @@ def measure(work: Path, before: Path, sizes: list[int], all_pairs: bool) -> None
     paths = scored_paths(db, ids)
     lines = ["| what | wall s | CPU s | peak RSS MiB |", "| --- | ---: | ---: | ---: |"]
     checks = []
+    timed: dict[tuple[str, int], Timed] = {}
     for k in sizes:
         base = {"PYTHONPATH": str(before)}
         here = {"PYTHONPATH": str(REPO)}
@@ -104,6 +106,7 @@ def measure(work: Path, before: Path, sizes: list[int], all_pairs: bool) -> None
                          cwd=work)
         warm = run_timed(compare_command(ids[:k], db, work / f"warm-{k}", [f"artifact_cache={cache}", *TIMINGS]),
                          env=here, cwd=work)
+        timed.update({("before", k): old, ("warm", k): warm, ("floor", k): floor})
         lines += [row(f"{k} runs: floor (import mlflow, pandas + json.loads)", floor),
                   row(f"{k} runs: before", old), row(f"{k} runs: after, cold cache", cold),
                   row(f"{k} runs: after, warm cache", warm)]
@@ -120,9 +123,24 @@ def measure(work: Path, before: Path, sizes: list[int], all_pairs: bool) -> None
                         env={"PYTHONPATH": str(REPO)}, cwd=work)
         lines += [row(f"{k} runs, pairs=all max_per_pair=null: before", old),
                   row(f"{k} runs, pairs=all max_per_pair=null: after (warm cache)", new)]
+        if ("warm", k) in timed:
+            default = timed[("warm", k)]
+            ratio = new.max_rss_mib / default.max_rss_mib
+            lines.append(f"pairs=all peak / default peak at {k} runs (after): {ratio:.2f}")
         checks.append((-k, same_tables(work / f"before-{k}-all" / "comparison",
                                        work / f"after-{k}-all" / "comparison")))
     print("\n".join(lines))
+    # The scaling targets: each size's time over the first size's, of the warm after (and of the before).
+    first = sizes[0]
+    for label in ("warm", "before"):
+        for k in sizes[1:]:
+            a, b = timed[(label, k)], timed[(label, first)]
+            print(f"{label}: t({k})/t({first}) = {a.seconds / b.seconds:.2f} wall, "
+                  f"{a.cpu_seconds / b.cpu_seconds:.2f} CPU")
+    for k in sizes:
+        warm, floor = timed[("warm", k)], timed[("floor", k)]
+        print(f"after (warm) / floor at {k} runs: {warm.seconds / floor.seconds:.1f}x wall, "
+              f"{warm.cpu_seconds / floor.cpu_seconds:.1f}x CPU")
     for k, problems in checks:
         print(f"CSV check at {abs(k)} runs{' (all pairs)' if k < 0 else ''}: "
               + ("identical (GEE tables to 1e-6)" if not problems else "; ".join(problems)))

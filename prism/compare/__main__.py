@@ -7,7 +7,14 @@ MLflow, pandas, scipy and matplotlib are imported when a comparison actually run
 from __future__ import annotations
 
 import logging
+import os
 import sys
+
+# One OpenBLAS thread unless the caller set one (before numpy loads it, which prism.conf's import does): the
+# comparison's products and solves are small (p x p for p ~ 100, bootstrap weights against a few columns),
+# and a second thread spinning beside them cost ~2 s of CPU at 20 runs, up to ~7 s in the clustered model's
+# detectable effects when the other core was busy (BENCHMARKS.md section 21). The numbers are the same.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig

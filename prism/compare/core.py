@@ -341,7 +341,8 @@ def compare(cfg: CompareConfig, output_dir: str | Path | None = None) -> Compari
     with watch.stage("tables"):
         # The differences table goes to its file as it is made (never whole in memory: pairs=all uncapped).
         tables = build_tables(models, plan, embed, differences_csv=out / COMPARISON_ARTIFACT_DIR / "differences.csv")
-    n_questions = len({q for m in models for q in m.cells["question_id"]})
+    # Each run's distinct ids, not an iteration over every cell (of a pyarrow-backed column: a call per cell).
+    n_questions = len(set().union(*(m.cells["question_id"].unique().tolist() for m in models)))
     notes = ordered_scale_notes(models)
     metrics = headline_metrics(tables, n_questions)
 

@@ -60,6 +60,7 @@ class _Responses:
         self.questions = cells["question_id"].to_numpy(dtype=object)
         self._values: dict[str, tuple[list[str | None], NDArray[np.bool_]]] = {}
         self._gathered: dict[tuple[str, str], dict[str, list[str | None]]] = {}
+        self._firsts: dict[tuple[str, str], tuple[pd.Index, NDArray[np.intp], NDArray[np.object_]]] = {}
         self._repeated: dict[str, bool] = {}
 
     def _measured(self, measure: str) -> tuple[list[str | None], NDArray[np.bool_]]:
@@ -87,11 +88,35 @@ class _Responses:
                                    for question, rows in question_rows(questions)}
         return self._gathered[key]
 
+    def firsts(self, condition: str, measure: str) -> tuple[pd.Index, NDArray[np.intp], NDArray[np.object_]]:
+        """:meth:`of` as arrays: its questions (in its order), each one's number of values, and its first value.
+
+        The first value as ``str`` (None as ``"None"``), which is how the ``answer`` step of single responses
+        compares them (:func:`_single_answers`); gathered without a list per question.
+        """
+        key = (condition, measure)
+        if key not in self._firsts:
+            listed, has = self._measured(measure)
+            positions = np.flatnonzero(self.condition == condition)
+            positions = positions[np.argsort(self.repetition[positions], kind="stable")]
+            positions = positions[has[positions]]
+            # question_rows' order: the questions by first appearance, their rows in order.
+            codes, questions = pd.factorize(pd.Series(self.questions[positions], dtype=object), sort=False)
+            kept = codes >= 0
+            codes, positions = codes[kept], positions[kept]
+            counts = np.bincount(codes, minlength=len(questions)).astype(np.intp)
+            _, first_rows = np.unique(codes, return_index=True)
+            firsts = np.asarray([str(listed[i]) for i in positions[first_rows].tolist()], dtype=object)
+            self._firsts[key] = pd.Index([str(q) for q in questions], dtype=object), counts, firsts
+        return self._firsts[key]
+
     def repeated(self, condition: str) -> bool:
         """Whether some question has two cells under the condition."""
         if condition not in self._repeated:
             own = self.model.cells["question_id"].iloc[np.flatnonzero(self.condition == condition)]
-            self._repeated[condition] = bool(own.dropna().duplicated().any())  # as a groupby counts them
+            codes, _ = pd.factorize(own)  # a missing id is -1 and counts for nothing, as a groupby counts them
+            present = codes[codes >= 0]
+            self._repeated[condition] = bool(present.size and np.bincount(present).max() >= 2)
         return self._repeated[condition]
 
 
@@ -119,6 +144,26 @@ def _single_answers(a: dict[str, list[str | None]], b: dict[str, list[str | None
     matrices = np.zeros((len(shared), 2, 2), dtype=np.float64)
     matrices[:, 0, 1] = matrices[:, 1, 0] = differ
     ones = np.ones(len(shared), dtype=np.int64)
+    return shifts.StepData(tuple(matrices), ones, ones.copy())
+
+
+def _single_answers_of(a: _Responses, b: _Responses, condition: str) -> shifts.StepData | None:
+    """:func:`_single_answers` of the two runs' responses under the condition, from :meth:`_Responses.firsts`.
+
+    The same step (or None in the same cases: no question both answered, or one with two responses of
+    either run among them), paired by question id through an index instead of a list per question.
+    """
+    questions_a, counts_a, firsts_a = a.firsts(condition, "answer")
+    questions_b, counts_b, firsts_b = b.firsts(condition, "answer")
+    at = questions_b.get_indexer(questions_a)
+    shared = at >= 0
+    at = at[shared]
+    if not at.size or (counts_a[shared] != 1).any() or (counts_b[at] != 1).any():
+        return None
+    differ = firsts_a[shared] != firsts_b[at]
+    matrices = np.zeros((at.size, 2, 2), dtype=np.float64)
+    matrices[:, 0, 1] = matrices[:, 1, 0] = differ
+    ones = np.ones(at.size, dtype=np.int64)
     return shifts.StepData(tuple(matrices), ones, ones.copy())
 
 
@@ -182,8 +227,10 @@ def divergence_noise_table(pairs: Sequence[Pair], measures: Sequence[str], *, n_
         for measure in measures:
             group: list[dict[str, Any]] = []
             for condition in shared_conditions(a, b):
-                data, within_a, within_b = pair_step(responses(a).of(condition, measure),
-                                                     responses(b).of(condition, measure), measure, embed)
+                # Runs without repetitions: the answer step from arrays (pair_step's own, without its lists).
+                single = _single_answers_of(responses(a), responses(b), condition) if measure == "answer" else None
+                data, within_a, within_b = (single, math.nan, math.nan) if single is not None else pair_step(
+                    responses(a).of(condition, measure), responses(b).of(condition, measure), measure, embed)
                 if not data.matrices:  # prob_tv without probabilities, or no question both answered
                     continue
                 group.append({"condition": condition, "measure": measure, "_data": data,

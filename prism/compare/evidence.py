@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from prism.compare.artifact_cache import ArtifactCache, read_records
-from prism.compare.readings import ModelNumbers, question_estimates
+from prism.compare.readings import ModelNumbers, question_estimates_of
 from prism.compare.select import CompareError
 from prism.names import (
     METRIC_ACCURACY,
@@ -157,9 +157,19 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 def model_numbers(item: RunEvidence, n_boot: int, seed: int) -> ModelNumbers:
     """The reading's numbers: logged metric values, with intervals bootstrapped from the question metrics."""
-    intervals: dict[str, Estimate] = {}
-    if item.question_metrics is not None and not item.question_metrics.empty:
-        intervals = question_estimates(item.question_metrics, n_boot=n_boot, seed=seed)
+    return models_numbers([item], n_boot, seed)[0]
+
+
+def models_numbers(items: Sequence[RunEvidence], n_boot: int, seed: int) -> list[ModelNumbers]:
+    """:func:`model_numbers` of each run, every run's intervals drawn together (:func:`question_estimates_of`)."""
+    frames = {i: item.question_metrics for i, item in enumerate(items)
+              if item.question_metrics is not None and not item.question_metrics.empty}
+    found = dict(zip(frames, question_estimates_of(list(frames.values()), n_boot=n_boot, seed=seed), strict=True))
+    return [_numbers(item, found.get(i, {})) for i, item in enumerate(items)]
+
+
+def _numbers(item: RunEvidence, intervals: dict[str, Estimate]) -> ModelNumbers:
+    """The run's logged metric values with the intervals of its question metrics (none: undefined)."""
     values = []
     for name in READING_METRICS:
         value = item.metrics.get(name, math.nan)  # NaN metrics are not logged: undefined

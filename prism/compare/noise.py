@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,11 +69,36 @@ def _questions(model: ModelCells, measure: str,
     values = measure_values(cells, measure)
     cells = cells.loc[values.index]
     listed, conditions = values.tolist(), cells["condition"].to_numpy()
+    grouped = question_rows(cells["question_id"])
+    if measure == "answer":
+        return _answer_questions(grouped, listed, conditions)
     out = {}
-    for question, rows in question_rows(cells["question_id"]):
+    for question, rows in grouped:
         out[question] = (shifts.difference_matrix([listed[i] for i in rows.tolist()], measure, embed),
                          conditions[rows])
     return out
+
+
+def _answer_questions(grouped: list[tuple[str, NDArray[np.intp]]], listed: list[str | None],
+                      conditions: NDArray[Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`_questions` for ``answer``: every question's matrix of differing categories, made per layout.
+
+    ``difference_matrix`` gives 1.0 where two values differ as text (``str``), 0.0 elsewhere and on the
+    diagonal; here the texts are numbered once, and the questions with the same number of responses get
+    their matrices from one comparison of those numbers (the same 0/1 floats, one array per question).
+    """
+    codes, _ = pd.factorize(np.asarray([str(v) for v in listed], dtype=object), sort=False)
+    sizes: dict[int, list[int]] = {}
+    for i, (_, rows) in enumerate(grouped):
+        sizes.setdefault(rows.size, []).append(i)
+    matrices: list[np.ndarray | None] = [None] * len(grouped)
+    for members in sizes.values():
+        at = codes[np.stack([grouped[i][1] for i in members])]  # (questions, size): every size is >= 1
+        stacked = np.asarray(at[:, :, None] != at[:, None, :], dtype=np.float64)
+        for j, i in enumerate(members):
+            matrices[i] = stacked[j]
+    return {question: (matrix, conditions[rows])
+            for (question, rows), matrix in zip(grouped, matrices, strict=True) if matrix is not None}
 
 
 def question_rows(question_ids: pd.Series) -> list[tuple[str, NDArray[np.intp]]]:
@@ -89,12 +115,22 @@ def question_rows(question_ids: pd.Series) -> list[tuple[str, NDArray[np.intp]]]
 
 
 def step_data(questions: dict[str, tuple[np.ndarray, np.ndarray]], baseline: str, condition: str) -> shifts.StepData:
-    """One step's responses: per question, the baseline's then the condition's, with their differences."""
+    """One step's responses: per question, the baseline's then the condition's, with their differences.
+
+    Questions whose responses have the same conditions in the same order (in a run without missing cells,
+    all of them) share one selection of rows and columns: it is worked out once per such layout, not once
+    per question (that was most of the shifts table's time at a thousand questions).
+    """
+    layouts: dict[tuple[object, ...], tuple[tuple[NDArray[Any], ...], int, int]] = {}
     blocks = []
     for matrix, conditions in questions.values():
-        index = np.concatenate([np.flatnonzero(conditions == baseline), np.flatnonzero(conditions == condition)])
-        n_from = int((conditions == baseline).sum())
-        blocks.append((matrix[np.ix_(index, index)], n_from, index.size - n_from))
+        key = tuple(conditions.tolist())
+        if key not in layouts:
+            index = np.concatenate([np.flatnonzero(conditions == baseline), np.flatnonzero(conditions == condition)])
+            n_from = int((conditions == baseline).sum())
+            layouts[key] = np.ix_(index, index), n_from, index.size - n_from
+        selection, n_from, n_to = layouts[key]
+        blocks.append((matrix[selection], n_from, n_to))
     return shifts.StepData.from_blocks(blocks)
 
 
@@ -139,9 +175,13 @@ def shifts_table(models: Sequence[ModelCells], baseline: str, measures: Sequence
             questions = _questions(model, measure, embed)
             if not questions:  # prob_tv of a run without probabilities: nothing to compare
                 continue
-            for condition, start in step_origins(model, baseline).items():
-                data = step_data(questions, start, condition)
-                est = shifts.shift(data, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+            steps = [(condition, start, step_data(questions, start, condition))
+                     for condition, start in step_origins(model, baseline).items()]
+            # The run's steps together: shifts.shifts_of takes the bootstrap of the steps without repetitions in
+            # one product (each result the one shifts.shift gives alone), and is shifts.shift for the others.
+            found = shifts.shifts_of([data for _, _, data in steps], n_boot=n_boot, n_permutations=n_permutations,
+                                     seed=seed)
+            for (condition, start, data), est in zip(steps, found, strict=True):
                 rows.append({"model": model.label, "axis": model.axis, "from_condition": start,
                              "to_condition": condition, "measure": measure, "between": est.between,
                              "within": est.within, "excess": est.excess, "excess_ci_low": est.ci_low,

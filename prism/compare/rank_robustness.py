@@ -115,8 +115,9 @@ def rank_robustness_table(models: Sequence[ModelCells], *, resamples: int, seed:
     rows = []
     for members in _groups(models):
         conditions = [c for c in members[0].conditions if all(c in m.conditions for m in members)]
-        shared = set.intersection(*(set(m.cells["question_id"].astype(str)) for m in members))
-        questions = [q for q in dict.fromkeys(members[0].cells["question_id"].astype(str)) if q in shared]
+        # As lists: iterating a pyarrow-backed column costs a call per cell.
+        shared = set.intersection(*(set(m.cells["question_id"].astype(str).tolist()) for m in members))
+        questions = [q for q in dict.fromkeys(members[0].cells["question_id"].astype(str).tolist()) if q in shared]
         if not conditions or not questions or resamples < 1:
             continue
         correct, observed = _sums(members, questions, conditions)

@@ -11,9 +11,12 @@ how firm each reading is. Pure functions, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from prism.names import METRIC_MEAN_AGREEMENT, METRIC_PROMPT_INVARIANT_INCORRECT, METRIC_QUESTION_MAJORITY_ACCURACY
 from prism.stats import basics
@@ -155,24 +158,44 @@ def question_estimates(question_metrics: pd.DataFrame, *, n_boot: int, seed: int
         ``question_majority_accuracy``, ``mean_agreement`` and ``prompt_invariant_incorrect_rate``; the first
         and last undefined when the items have no answer key (both keyed columns empty), never a 0.
     """
-    frame = question_metrics.copy()
-    # Items without an answer key leave both keyed columns empty: those two numbers do not exist.
-    keyless = all(column not in frame or frame[column].isna().all()
-                  for column in ("majority_correct", "invariant_incorrect"))
-    for column in ("majority_correct", "invariant_incorrect"):
-        # pandas reads the CSV's True/False as bool, but a column of one kind of missing value as object.
-        frame[column] = frame[column].astype(str).str.lower().eq("true").astype(float)
-    per_question = frame.groupby("question_id", sort=False).agg(
-        majority=("majority_correct", "mean"), wrong=("invariant_incorrect", "mean"), agreement=("agreement", "mean"))
-    agreed = per_question["agreement"].dropna()
-    estimates = {METRIC_MEAN_AGREEMENT: basics.pooled_rate(agreed, agreed.index, n_boot=n_boot, seed=seed)}
-    if keyless:
-        return {**estimates, METRIC_QUESTION_MAJORITY_ACCURACY: Estimate.undefined(),
-                METRIC_PROMPT_INVARIANT_INCORRECT: Estimate.undefined()}
-    return {
-        METRIC_QUESTION_MAJORITY_ACCURACY: basics.pooled_rate(per_question["majority"], per_question.index,
-                                                              n_boot=n_boot, seed=seed),
-        **estimates,
-        METRIC_PROMPT_INVARIANT_INCORRECT: basics.pooled_rate(per_question["wrong"], per_question.index,
-                                                             n_boot=n_boot, seed=seed),
-    }
+    return question_estimates_of([question_metrics], n_boot=n_boot, seed=seed)[0]
+
+
+def question_estimates_of(frames: Sequence[pd.DataFrame], *, n_boot: int,
+                          seed: int) -> list[dict[str, Estimate]]:
+    """:func:`question_estimates` of each run's question metrics, their intervals drawn together.
+
+    Each interval is :func:`prism.stats.basics.pooled_rate`'s over the run's questions; those over the same
+    number of questions share one set of weights (:func:`prism.stats.basics.ratio_estimates`, the same
+    estimates), so a report of many runs takes one matrix product for them instead of two matrix-vector
+    products per interval.
+    """
+    sums: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
+    named: list[tuple[bool, list[str]]] = []
+    for question_metrics in frames:
+        frame = question_metrics.copy()
+        # Items without an answer key leave both keyed columns empty: those two numbers do not exist.
+        keyless = all(column not in frame or frame[column].isna().all()
+                      for column in ("majority_correct", "invariant_incorrect"))
+        for column in ("majority_correct", "invariant_incorrect"):
+            # pandas reads the CSV's True/False as bool, but a column of one kind of missing value as object.
+            frame[column] = frame[column].astype(str).str.lower().eq("true").astype(float)
+        per_question = frame.groupby("question_id", sort=False).agg(
+            majority=("majority_correct", "mean"), wrong=("invariant_incorrect", "mean"),
+            agreement=("agreement", "mean"))
+        agreed = per_question["agreement"].dropna()
+        values = {METRIC_QUESTION_MAJORITY_ACCURACY: per_question["majority"], METRIC_MEAN_AGREEMENT: agreed,
+                  METRIC_PROMPT_INVARIANT_INCORRECT: per_question["wrong"]}
+        names = [METRIC_MEAN_AGREEMENT] if keyless else list(values)
+        sums += [basics.question_sums(values[name], values[name].index) for name in names]
+        named.append((keyless, names))
+    found = iter(basics.ratio_estimates(sums, n_boot=n_boot, seed=seed))
+    estimates: list[dict[str, Estimate]] = []
+    for keyless, names in named:
+        own = {name: next(found) for name in names}
+        if keyless:
+            own = {METRIC_MEAN_AGREEMENT: own[METRIC_MEAN_AGREEMENT],
+                   METRIC_QUESTION_MAJORITY_ACCURACY: Estimate.undefined(),
+                   METRIC_PROMPT_INVARIANT_INCORRECT: Estimate.undefined()}
+        estimates.append(own)
+    return estimates

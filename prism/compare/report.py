@@ -24,7 +24,7 @@ import pandas as pd
 
 from prism.compare import report_sections as sections
 from prism.compare.differences_file import listed_count
-from prism.compare.evidence import ReportContext, model_numbers
+from prism.compare.evidence import ReportContext, models_numbers
 from prism.compare.groups import coverage_lines
 from prism.compare.readings import THRESHOLDS, ModelNumbers, Reading, read_patterns
 from prism.compare.readout_sections import anchor, readout_context
@@ -83,7 +83,7 @@ def write_report(out: Path, tables: ComparisonTables, figures: Sequence[Path],
     from prism.compare.role_tables import roles_note
     from prism.render import render
 
-    numbers = [model_numbers(item, context.n_boot, context.seed) for item in context.evidence]
+    numbers = models_numbers(context.evidence, context.n_boot, context.seed)
     readings = [read_patterns(n) for n in numbers]
     runs = [item.run for item in context.evidence]
     dataset = _common([r.dataset or "?" for r in runs])

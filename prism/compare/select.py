@@ -405,10 +405,26 @@ def load_condition_set(path: Path) -> ConditionSet:
     from prism.conditions import condition_set_from_config
 
     try:
-        resolved = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return condition_set_from_config(resolved["conditions"])
+        # libyaml's parser where PyYAML has it (the same safe constructor, so the same objects): the pure-Python
+        # one took most of this function's time on a whole resolved config.
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        resolved = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+        conditions = resolved["conditions"]
+        # Runs of one condition set log the same mapping: it is checked and rebuilt once (through OmegaConf's
+        # schema, ~40 ms a run), and the frozen set shared. repr keeps the keys' order and types.
+        key = repr(conditions)
+        if key not in _CONDITION_SETS:
+            if len(_CONDITION_SETS) >= _CONDITION_SETS_KEPT:
+                _CONDITION_SETS.clear()
+            _CONDITION_SETS[key] = condition_set_from_config(conditions)
+        return _CONDITION_SETS[key]
     except (OSError, yaml.YAMLError, KeyError, TypeError, PrismError) as exc:
         raise CompareError(f"cannot read the condition families from {path}: {exc}") from exc
+
+
+# load_condition_set's rebuilt sets by the repr of their logged mapping (a comparison holds a few at most).
+_CONDITION_SETS: dict[str, ConditionSet] = {}
+_CONDITION_SETS_KEPT = 64
 
 
 def load_families(path: Path) -> dict[str, str]:

@@ -40,8 +40,10 @@ def references(scored: pd.DataFrame) -> dict[str, dict[str, str]]:
         raise ValueError(f"question {first['question_id']!r} has several reference answers under condition "
                          f"{first['condition']!r}; every cell of one prompt is scored against one key")
     out: dict[str, dict[str, str]] = {}
-    for row in distinct.itertuples(index=False):
-        out.setdefault(str(row.condition), {})[str(row.question_id)] = str(row.correct_answer)
+    # The columns as lists (the values rows would hold), not a tuple per row: a comparison reads every run's cells.
+    for condition, question, answer in zip(distinct["condition"].tolist(), distinct["question_id"].tolist(),
+                                           distinct["correct_answer"].tolist(), strict=True):
+        out.setdefault(str(condition), {})[str(question)] = str(answer)
     return out
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -178,14 +179,85 @@ def mcnemar_detectable(n_pairs: int, discordant: float, alpha: float = SIGNIFICA
 
 def _detectable_difference(n_pairs: int, discordance: Callable[[float], float], alpha: float,
                            power: float) -> float:
-    """Bisection for the smallest difference whose exact power (at ``discordance(d)``) reaches ``power``."""
-    if mcnemar_power(n_pairs, discordance(1.0), 1.0, alpha) < power:
+    """Bisection for the smallest difference whose exact power (at ``discordance(d)``) reaches ``power``.
+
+    Each step asks only whether the power is below ``power``; :func:`_power_below` answers exactly as
+    :func:`mcnemar_power` would, mostly from the discordant counts that carry weight.
+    """
+    if _power_below(n_pairs, discordance(1.0), 1.0, alpha, power):
         return math.nan
     low, high = 0.0, 1.0
     for _ in range(32):  # bisection to 1e-9: power rises with d
         mid = (low + high) / 2
-        low, high = (mid, high) if mcnemar_power(n_pairs, discordance(mid), mid, alpha) < power else (low, mid)
+        low, high = (mid, high) if _power_below(n_pairs, discordance(mid), mid, alpha, power) else (low, mid)
     return high
+
+
+# _power_below: the discordant counts summed are those within WINDOW_SDS standard deviations (plus
+# WINDOW_PAD counts) of the binomial's mean; the rest carry less than 1e-13 of its weight. A window this
+# much narrower than 0..n_pairs is what pays; wider, the whole sum is cheaper to take as it is.
+WINDOW_SDS = 8.0
+WINDOW_PAD = 10
+WINDOW_SHARE = 0.7
+# The bound on everything but the left-out weight: the two sums' rounding (a few ulps of numbers <= 1) and the
+# window's own probabilities (boost's binomial, ~1e-15 relative, the upper tail taken as the lower tail of
+# the complementary share), with a wide margin.
+ROUNDING_SLACK = 1e-12
+
+
+def _power_below(n_pairs: int, discordant: float, difference: float, alpha: float, power: float) -> bool:
+    """Whether ``mcnemar_power(n_pairs, discordant, difference, alpha) < power``: the same answer, faster.
+
+    The power is a sum over the number of discordant pairs N = 0..n_pairs, each term at most its binomial
+    weight. Summed over the window of N where that weight lies, it differs from the whole sum by at most the
+    weight left out (one minus the window's, as computed) plus rounding, so when it is farther than that
+    from ``power`` its side of ``power`` is the whole sum's; otherwise (a near tie, or a window too wide to
+    pay) the whole sum decides. Every answer, hence every bisection, is :func:`mcnemar_power`'s (the
+    bisection's last steps are ~1e-8 from ``power``, far above the bound).
+    """
+    psi = min(1.0, max(float(discordant), abs(difference)))
+    if n_pairs < 1 or psi <= 0:
+        return power > 0.0  # mcnemar_power is 0 here
+    mean, spread = n_pairs * psi, WINDOW_SDS * math.sqrt(n_pairs * psi * (1.0 - psi)) + WINDOW_PAD
+    low, high = max(0, math.floor(mean - spread)), min(n_pairs, math.ceil(mean + spread))
+    if high - low + 1 > WINDOW_SHARE * (n_pairs + 1):
+        return mcnemar_power(n_pairs, discordant, difference, alpha) < power
+    every, region = _mcnemar_region(n_pairs, alpha)
+    counts, k = every[low:high + 1].astype(np.float64), region[low:high + 1]
+    pmf, cdf = _binomial_functions()
+    weight = np.asarray(pmf(counts, float(n_pairs), psi), dtype=np.float64)
+    share = (psi + abs(difference)) / (2 * psi)
+    tested = k >= 0
+    at, n = k[tested].astype(np.float64), counts[tested]
+    # Both tails as lower tails (P(X >= N - k) at share is P(X <= k) at 1 - share, exact in floats for a share
+    # in [1/2, 1]): one cdf over twice the counts instead of a cdf and the slower survival function.
+    both = np.asarray(cdf(np.concatenate([at, at]), np.concatenate([n, n]),
+                          np.concatenate([np.full(n.size, share), np.full(n.size, 1.0 - share)])), dtype=np.float64)
+    tails = np.zeros(counts.size, dtype=np.float64)
+    tails[tested] = both[:n.size] + both[n.size:]
+    within = float(np.clip((weight * tails).sum(), 0.0, 1.0))
+    left_out = max(0.0, 1.0 - float(weight.sum()))
+    if abs(within - power) > left_out + ROUNDING_SLACK:
+        return within < power
+    return mcnemar_power(n_pairs, discordant, difference, alpha) < power
+
+
+@functools.cache
+def _binomial_functions() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The binomial pmf and cdf as element-wise functions of (k, n, p), for :func:`_power_below`'s window.
+
+    scipy's own ufuncs behind ``binom.pmf`` and ``binom.cdf`` where this scipy has them (the same numbers
+    without the distribution's argument checks: half the time of a window's sum); else the public functions.
+    Only the window's sums use them, and those are trusted only beyond :data:`ROUNDING_SLACK` of a tie.
+    """
+    try:
+        from scipy.special import _ufuncs
+
+        return _ufuncs._binom_pmf, _ufuncs._binom_cdf
+    except (ImportError, AttributeError):
+        from scipy.stats import binom
+
+        return binom.pmf, binom.cdf
 
 
 def permutation_detectable(null: NDArray[np.float64], alpha: float = SIGNIFICANCE, power: float = POWER) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prism.compare.divergence_noise import _Responses, divergence_noise_table, pair_step
+from prism.compare.divergence_noise import _Responses, _single_answers_of, divergence_noise_table, pair_step
 from prism.compare.noise import measure_values
 from prism.compare.scorecard import METRICS, SCORECARD_COLUMNS, scorecard_table
 from prism.compare.tables import POOLED, ModelCells, has_key
@@ -194,3 +194,26 @@ def test_divergence_noise_steps_are_the_question_by_question_steps(measure: str)
                            n_boot=B, n_permutations=100, seed=SEED)
         np.testing.assert_array_equal([row.between, row.excess_ci_low, row.excess_ci_high, row.n_questions],
                                       [ref.between, ref.ci_low, ref.ci_high, ref.n_questions])
+
+
+def test_the_answer_step_from_arrays_is_pair_steps_or_none_where_it_has_none() -> None:
+    rng = np.random.default_rng(8)
+    one = ModelCells("one", "r1", ("P0", "P1"), cells(rng, 30, ("P0", "P1"), 1))
+    other_cells = cells(rng, 30, ("P0", "P1"), 1)
+    other_cells = other_cells[~other_cells["question_id"].isin(["q2", "q11"])].iloc[::-1]  # missing, reordered
+    other = ModelCells("other", "r2", ("P0", "P1"), other_cells.reset_index(drop=True))
+    for condition in ("P0", "P1"):
+        a, b = _Responses(one), _Responses(other)
+        found = _single_answers_of(a, b, condition)
+        assert found is not None
+        expected, _, _ = pair_step(a.of(condition, "answer"), b.of(condition, "answer"), "answer")
+        np.testing.assert_array_equal(found.n_from, expected.n_from)
+        np.testing.assert_array_equal(found.n_to, expected.n_to)
+        assert [m.tobytes() for m in found.matrices] == [m.tobytes() for m in expected.matrices]
+        assert not a.repeated(condition) and not b.repeated(condition)
+    # A second response to a shared question: no step of single responses (pair_step builds it per question).
+    extra = one.cells[one.cells["condition"] == "P1"].head(1).assign(repetition=1)
+    twice = ModelCells("twice", "r3", ("P0", "P1"), pd.concat([one.cells, extra], ignore_index=True))
+    assert _single_answers_of(_Responses(twice), _Responses(other), "P1") is None
+    assert _Responses(twice).repeated("P1") and not _Responses(twice).repeated("P0")
+    assert _single_answers_of(_Responses(twice), _Responses(other), "P0") is not None

@@ -157,3 +157,53 @@ def test_a_rise_no_move_of_which_reaches_the_power_is_not_claimed() -> None:
     assert (reached[:-1] < lam).all() and reached[-1] == pytest.approx(lam, rel=1e-4)
     assert (np.linspace(rise, 10, 50) ** 2 / 0.07 * np.array([cell(0, d) for d in np.linspace(rise, 10, 50)])
             / cell(0, 0.0) < lam).any()  # it falls below again further out: a later crossing exists
+
+
+def _bisected_with_whole_sums(n: int, discordance: Callable[[float], float], alpha: float) -> float:
+    # The bisection as it was before _power_below: every step the whole sum of mcnemar_power.
+    if power.mcnemar_power(n, discordance(1.0), 1.0, alpha) < power.POWER:
+        return math.nan
+    low, high = 0.0, 1.0
+    for _ in range(32):
+        mid = (low + high) / 2
+        low, high = (mid, high) if power.mcnemar_power(n, discordance(mid), mid, alpha) < power.POWER else (low, mid)
+    return high
+
+
+@pytest.mark.parametrize(("n", "psi", "both", "alpha"), [(1000, 0.08, 0.6, 0.0125), (1000, 0.19, 0.35, 0.05),
+                                                         (400, 0.3, 0.5, 0.05 / 3), (3000, 0.02, 0.9, 0.0125),
+                                                         (60, 0.3, 0.4, 0.05)])
+def test_mcnemar_detectable_is_the_bisection_on_the_whole_power_sum(n: int, psi: float, both: float,
+                                                                    alpha: float) -> None:
+    # The windowed sums decide each step as the whole sum does, so the figure is the same float.
+    def drop(d: float) -> float:
+        return power.alternative_discordance(psi, both, -d)
+
+    def rise(d: float) -> float:
+        return power.alternative_discordance(psi, both, d)
+
+    expected = max(_bisected_with_whole_sums(n, drop, alpha), _bisected_with_whole_sums(n, rise, alpha))
+    assert power.mcnemar_detectable(n, psi, alpha, both_correct=both) == expected
+
+
+def test_power_below_answers_as_the_whole_sum_does_even_at_a_near_tie() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 2000))
+        psi, d, alpha = float(rng.uniform(0.0, 0.5)), float(rng.uniform(0.0, 0.5)), float(rng.choice([0.05, 0.0125]))
+        exact = power.mcnemar_power(n, psi, d, alpha)
+        for target in (0.8, exact, float(np.nextafter(exact, 1.0)), float(np.nextafter(exact, 0.0))):
+            assert power._power_below(n, psi, d, alpha, target) == (exact < target)
+
+
+def test_the_windows_binomial_functions_are_scipys() -> None:
+    from scipy.stats import binom
+
+    pmf, cdf = power._binomial_functions()
+    n = np.arange(0, 400, dtype=np.float64)
+    k = np.floor(n / 3)
+    for p in (0.05, 0.5, 0.62, 0.97):
+        assert np.allclose(pmf(k, n, p), binom.pmf(k, n, p), rtol=1e-13, atol=1e-300)
+        assert np.allclose(cdf(k, n, p), binom.cdf(k, n, p), rtol=1e-13, atol=1e-300)
+        # the upper tail as the lower tail of the complementary share, as _power_below takes it
+        assert np.allclose(cdf(k, n, 1 - p), binom.sf(n - k - 1, n, p), rtol=1e-11, atol=1e-15)
